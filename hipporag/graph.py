@@ -1,0 +1,137 @@
+"""The HippoRAG 2 graph: entity and passage nodes; fact, passage and synonymy edges.
+
+Built to give the official implementation's PPR scores on the same inputs:
+- nodes: entities (normalised phrases, sorted, as `np.unique` orders them) then passages (corpus order);
+  names `entity-<md5 phrase>` / `chunk-<md5 passage>`.
+- fact edges: every (subject, object) of a normalised triple counts +1 in *both* directions.
+- passage edges: (passage, entity it contains) with weight 1.0, once.
+- synonymy edges: (entity, neighbour) with the cosine as weight when cosine >= threshold, neighbours
+  taken in descending similarity among the top `synonymy_topk`, at most 101 per entity, none for
+  entities of <= 2 alphanumeric characters. A synonymy score replaces the fact count of that
+  direction of the pair.
+- every directed pair becomes one edge of the undirected graph, so an entity-entity link appears as
+  two parallel edges (self-loops dropped). PPR scores depend on this; we reproduce it on purpose.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import igraph as ig
+import numpy as np
+from tqdm.auto import tqdm
+
+from .textnorm import alnum_length, entity_id, normalize_phrase, passage_id
+
+log = logging.getLogger(__name__)
+
+MAX_SYNONYMS_PER_NODE = 101  # the official loop stops once it has kept more than 100
+
+
+@dataclass
+class GraphInputs:
+    """What the graph is built from: normalised triples per passage and the derived node sets."""
+
+    chunk_triples: list[list[tuple[str, str, str]]]
+    entities: list[str]
+    facts: list[tuple[str, str, str]]
+    chunk_entities: list[list[str]]
+
+
+def prepare_graph_inputs(triples_per_passage: list[list[list[str]]]) -> GraphInputs:
+    """Normalise every triple element; collect entities (subjects and objects) and unique facts.
+
+    Facts are sorted so that fact order, and any tie-breaking on it, is deterministic (the official
+    code uses Python set order, which varies with PYTHONHASHSEED).
+    """
+    chunk_triples = [[tuple(normalize_phrase(x) for x in t) for t in triples] for triples in triples_per_passage]
+    chunk_entities = []
+    for triples in chunk_triples:
+        ents = []
+        for s, _, o in triples:
+            ents.extend((s, o))
+        chunk_entities.append(list(dict.fromkeys(ents)))
+    entities = sorted({e for ents in chunk_entities for e in ents})
+    facts = sorted({t for triples in chunk_triples for t in triples})
+    return GraphInputs(chunk_triples=chunk_triples, entities=entities, facts=facts, chunk_entities=chunk_entities)
+
+
+def synonymy_neighbours(vectors: np.ndarray, names: list[str], threshold: float, topk: int,
+                        block: int = 1024) -> dict[tuple[int, int], float]:
+    """Entity pairs (i, j) whose cosine is >= threshold, with the official per-node rules.
+
+    Blocked dense similarity: memory is block × n floats, time is linear in the rows asked for.
+    """
+    n = len(names)
+    pairs: dict[tuple[int, int], float] = {}
+    if n == 0:
+        return pairs
+    eligible = np.array([alnum_length(x) > 2 for x in names])
+    rows = np.nonzero(eligible)[0]
+    for start in tqdm(range(0, len(rows), block), desc="Synonymy KNN", unit="block", disable=len(rows) <= block):
+        idx = rows[start : start + block]
+        sims = vectors[idx] @ vectors.T
+        for r, i in enumerate(idx):
+            row = sims[r]
+            cand = np.nonzero(row >= threshold)[0]
+            if len(cand) == 0:
+                continue
+            cand = cand[np.argsort(-row[cand], kind="stable")][:topk]
+            kept = 0
+            for j in cand:
+                if kept >= MAX_SYNONYMS_PER_NODE:
+                    break
+                if j == i or names[j] == "":
+                    continue
+                pairs[(int(i), int(j))] = float(row[j])
+                kept += 1
+    return pairs
+
+
+@dataclass
+class GraphStats:
+    entity_nodes: int = 0
+    passage_nodes: int = 0
+    edges: int = 0
+    fact_triples: int = 0
+    fact_pairs: int = 0
+    passage_pairs: int = 0
+    synonymy_pairs: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def build_graph(passages: list[str], inputs: GraphInputs, entity_vectors: np.ndarray | None,
+                synonymy_threshold: float = 0.8, synonymy_topk: int = 2047,
+                synonymy_edges: bool = True) -> tuple[ig.Graph, GraphStats]:
+    """Build the undirected weighted igraph graph; node i < E is entity i, node E + p is passage p."""
+    n_ent = len(inputs.entities)
+    ent_index = {e: i for i, e in enumerate(inputs.entities)}
+    weights: dict[tuple[int, int], float] = {}
+    for triples in inputs.chunk_triples:
+        for s, _, o in triples:
+            a, b = ent_index[s], ent_index[o]
+            weights[(a, b)] = weights.get((a, b), 0.0) + 1.0
+            weights[(b, a)] = weights.get((b, a), 0.0) + 1.0
+    fact_pairs = len(weights)
+    for p, ents in enumerate(inputs.chunk_entities):
+        for e in ents:
+            weights[(n_ent + p, ent_index[e])] = 1.0
+    passage_pairs = len(weights) - fact_pairs
+    syn = {}
+    if synonymy_edges and entity_vectors is not None and n_ent:
+        syn = synonymy_neighbours(entity_vectors, inputs.entities, synonymy_threshold, synonymy_topk)
+        weights.update(syn)
+
+    edges = [(a, b) for (a, b) in weights if a != b]
+    g = ig.Graph(n=n_ent + len(passages), edges=edges, directed=False)
+    g.es["weight"] = [weights[e] for e in edges]
+    g.vs["name"] = [entity_id(e) for e in inputs.entities] + [passage_id(p) for p in passages]
+    g.vs["content"] = list(inputs.entities) + list(passages)
+    stats = GraphStats(
+        entity_nodes=n_ent, passage_nodes=len(passages), edges=g.ecount(), fact_triples=len(inputs.facts),
+        fact_pairs=fact_pairs, passage_pairs=passage_pairs, synonymy_pairs=len(syn),
+    )
+    log.info("Graph: %d entity + %d passage nodes, %d edges (%d fact pairs, %d passage, %d synonymy)",
+             n_ent, len(passages), g.ecount(), fact_pairs, passage_pairs, len(syn))
+    return g, stats

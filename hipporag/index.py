@@ -1,0 +1,128 @@
+"""The index: OpenIE -> embeddings -> graph, each stage content-addressed and cached.
+
+The graph is keyed by (corpus hash, OpenIE identity, embedder identity, graph parameters): every
+retrieval knob (damping, passage_node_weight, linking_top_k, filter, ...) reuses it, and a sweep
+never rebuilds it. Concurrent jobs take a file lock: one builds, the others wait and load.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import igraph as ig
+import numpy as np
+
+from .cache import atomic_write_json, building, check_manifest, stable_key
+from .embed import EmbeddingCache
+from .graph import build_graph, prepare_graph_inputs
+from .openie import Extractor, OpenIEStats, run_openie, valid_triples
+from .textnorm import text_hash
+
+log = logging.getLogger(__name__)
+
+# The knobs that change the index. Everything else in the config is a query-time knob.
+GRAPH_PARAMS = ("synonymy_threshold", "synonymy_topk", "synonymy_edges")
+
+
+@dataclass
+class Index:
+    key: str
+    passages: list[str]
+    entities: list[str]
+    facts: list[tuple[str, str, str]]
+    graph: ig.Graph
+    passage_vecs: np.ndarray
+    entity_vecs: np.ndarray
+    fact_vecs: np.ndarray
+    entity_passage_count: np.ndarray
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def n_entities(self) -> int:
+        return len(self.entities)
+
+    def passage_node(self, p: int) -> int:
+        return self.n_entities + p
+
+
+@dataclass
+class IndexReport:
+    key: str = ""
+    graph_cached: bool = False
+    openie: OpenIEStats | None = None
+    embedding_hits: int = 0
+    embedding_misses: int = 0
+    timings: dict = field(default_factory=dict)
+
+
+def corpus_hash(passages: list[str]) -> str:
+    return text_hash("\x00".join(passages))
+
+
+def index_identity(passages, extractor: Extractor, embedder, params: dict) -> dict:
+    return {
+        "corpus": corpus_hash(passages),
+        "openie": extractor.identity,
+        "embedder": embedder.identity,
+        "graph": {k: params[k] for k in GRAPH_PARAMS},
+    }
+
+
+def build_index(passages: list[str], extractor: Extractor, embedder, params: dict, cache_dir: Path) -> tuple[Index, IndexReport]:
+    cache_dir = Path(cache_dir)
+    report = IndexReport()
+    t0 = time.perf_counter()
+    extractions, report.openie = run_openie(passages, extractor, cache_dir)
+    report.timings["openie_s"] = time.perf_counter() - t0
+    if report.openie.errors:
+        log.warning("OpenIE failed on %d passages, e.g. %s", report.openie.errors, report.openie.error_examples)
+
+    inputs = prepare_graph_inputs([valid_triples(e.triples) for e in extractions])
+    embed = EmbeddingCache(embedder, cache_dir)
+    t0 = time.perf_counter()
+    passage_vecs = embed.embed(passages, what="passages")
+    entity_vecs = embed.embed(inputs.entities, what="entities")
+    fact_vecs = embed.embed([str(f) for f in inputs.facts], what="facts")
+    report.timings["embed_s"] = time.perf_counter() - t0
+    report.embedding_hits, report.embedding_misses = embed.hits, embed.misses
+
+    identity = index_identity(passages, extractor, embedder, params)
+    key = stable_key(identity)
+    report.key = key
+    graph_dir = cache_dir / "graph" / key
+    t0 = time.perf_counter()
+    if not graph_dir.exists():
+        with building(graph_dir) as tmp:
+            if tmp is not None:
+                graph, stats = build_graph(
+                    passages, inputs, entity_vecs if len(inputs.entities) else None,
+                    synonymy_threshold=params["synonymy_threshold"], synonymy_topk=params["synonymy_topk"],
+                    synonymy_edges=params["synonymy_edges"],
+                )
+                graph.write_pickle(str(tmp / "graph.pickle"))
+                atomic_write_json(tmp / "stats.json", asdict(stats))
+                atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time()})
+    else:
+        report.graph_cached = True
+    check_manifest(graph_dir / "manifest.json", json.loads(json.dumps(identity, default=str)))
+    graph = ig.Graph.Read_Pickle(str(graph_dir / "graph.pickle"))
+    stats = json.loads((graph_dir / "stats.json").read_text())
+    report.timings["graph_s"] = time.perf_counter() - t0
+    log.info("Graph %s: %s (%d nodes, %d edges)", key, "loaded from cache" if report.graph_cached else "built",
+             graph.vcount(), graph.ecount())
+
+    ent_index = {e: i for i, e in enumerate(inputs.entities)}
+    counts = np.zeros(len(inputs.entities), dtype=np.float64)
+    for ents in inputs.chunk_entities:
+        for e in ents:
+            counts[ent_index[e]] += 1
+    index = Index(
+        key=key, passages=passages, entities=inputs.entities, facts=inputs.facts, graph=graph,
+        passage_vecs=passage_vecs, entity_vecs=entity_vecs, fact_vecs=fact_vecs,
+        entity_passage_count=counts, stats=stats,
+    )
+    return index, report

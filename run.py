@@ -1,0 +1,20 @@
+"""Entry point: `python run.py` runs one experiment; `python run.py -m damping=0.3,0.5,0.7` sweeps."""
+
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+
+@hydra.main(version_base=None, config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> None:
+    from hipporag.experiment import run_experiment  # heavy imports after Hydra has parsed the command line
+
+    hc = HydraConfig.get()
+    group = Path(hc.sweep.dir).name if hc.mode.name == "MULTIRUN" else None
+    run_experiment(cfg, Path(hc.runtime.output_dir), sweep_group=group)
+
+
+if __name__ == "__main__":
+    main()

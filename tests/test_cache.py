@@ -1,0 +1,90 @@
+import json
+
+import numpy as np
+import pytest
+
+from hipporag.cache import CacheMismatchError, KeyValueStore, building
+from hipporag.embed import EmbeddingCache
+from hipporag.openie import Extraction, run_openie
+
+
+class CountingExtractor:
+    """A real, deterministic extractor (word pairs) that counts what it was asked to extract."""
+
+    identity = {"name": "pairs", "version": 1}
+
+    def __init__(self, fail_on=None):
+        self.seen: list[str] = []
+        self.fail_on = fail_on
+
+    def extract(self, passages):
+        self.seen.extend(passages)
+        out = []
+        for p in passages:
+            if self.fail_on and self.fail_on in p:
+                out.append(Extraction(entities=[], triples=[], error="unparseable", raw=p))
+                continue
+            words = p.split()
+            out.append(Extraction(entities=words, triples=[[words[0], "next", words[1]]] if len(words) > 1 else []))
+        return out
+
+
+def test_openie_is_incremental_and_counts_errors(tmp_path):
+    ex = CountingExtractor(fail_on="bad")
+    first, stats = run_openie(["a b", "c d"], ex, tmp_path, batch_size=1)
+    assert stats.extracted == 2 and stats.cached == 0
+    ex2 = CountingExtractor(fail_on="bad")
+    results, stats = run_openie(["a b", "c d", "e f", "bad x"], ex2, tmp_path)
+    assert ex2.seen == ["e f", "bad x"]  # only passages never seen
+    assert stats.cached == 2 and stats.extracted == 2 and stats.errors == 1
+    assert [r.triples for r in results[:3]] == [[["a", "next", "b"]], [["c", "next", "d"]], [["e", "next", "f"]]]
+    assert results[3].error == "unparseable" and results[3].raw == "bad x"
+
+
+def test_store_refuses_another_producer(tmp_path):
+    KeyValueStore(tmp_path / "s.sqlite", {"model": "a"}).put_many({"k": b"v"})
+    with pytest.raises(CacheMismatchError, match=r"'model': 'a'.*'model': 'b'"):
+        KeyValueStore(tmp_path / "s.sqlite", {"model": "b"})
+    assert KeyValueStore(tmp_path / "s.sqlite", {"model": "a"}).get_many(["k", "z"]) == {"k": b"v"}
+
+
+class HashEmbedder:
+    identity = {"name": "hash", "dim": 8}
+
+    def __init__(self):
+        self.calls = []
+
+    def query_prefix(self, mode):
+        return ""
+
+    def encode(self, texts, prefix=""):
+        self.calls.append(list(texts))
+        rng = [np.random.default_rng(abs(hash(prefix + t)) % 2**32).random(8) for t in texts]
+        v = np.array(rng, dtype=np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_embedding_cache_embeds_only_new_texts(tmp_path):
+    emb = HashEmbedder()
+    cache = EmbeddingCache(emb, tmp_path)
+    a = cache.embed(["x", "y", "x"])
+    assert emb.calls == [["x", "y"]] and a.shape == (3, 8)
+    assert np.array_equal(a[0], a[2])
+    b = cache.embed(["y", "z"])
+    assert emb.calls[-1] == ["z"]
+    assert np.array_equal(b[0], a[1])
+    assert cache.hits == 1 and cache.misses == 3  # hits: texts already cached; misses: unique texts encoded
+
+
+def test_building_is_atomic_and_builds_once(tmp_path):
+    target = tmp_path / "graph" / "k1"
+    with pytest.raises(RuntimeError):
+        with building(target) as tmp:
+            (tmp / "half.txt").write_text("x")
+            raise RuntimeError("crash mid-build")
+    assert not target.exists() and not list((tmp_path / "graph").glob(".k1*tmp"))
+    with building(target) as tmp:
+        (tmp / "done.json").write_text(json.dumps({"ok": True}))
+    assert (target / "done.json").exists()
+    with building(target) as tmp:
+        assert tmp is None  # already built: load instead
