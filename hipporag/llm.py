@@ -12,7 +12,7 @@ import importlib.util
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
