@@ -7,6 +7,7 @@ One `Dataset` type whatever the source. Passages are identified by their full te
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -33,6 +34,7 @@ class Query:
     question: str
     gold_answers: list[str]
     gold_passages: list[str] = field(default_factory=list)
+    has_gold: bool = True  # False: the source has no supporting-passage information (recall is not scored)
 
 
 @dataclass
@@ -64,29 +66,62 @@ def _record_label(record: object, i: int) -> str:
     return f"record {i}"
 
 
-def _gold_answers(record: dict) -> list[str]:
-    answers: list[str] = []
-    for key in ("answer", "possible_answers", "gold_ans"):
-        value = record.get(key)
-        if value is None:
-            continue
-        answers.extend([value] if isinstance(value, str) else [str(v) for v in value])
-        break
+def _as_list(value) -> list[str]:
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def gold_answers(record: dict) -> list[str]:
+    """Official `get_gold_answers`: answer | gold_ans | reference | obj (+ o_wiki_title, possible_answers,
+    o_aliases), then answer_aliases. Returned de-duplicated in first-seen order."""
+    if "answer" in record or "gold_ans" in record:
+        answers = _as_list(record.get("answer", record.get("gold_ans")))
+    elif "reference" in record:
+        answers = _as_list(record["reference"])
+    elif "obj" in record:
+        answers = [str(record["obj"]), str(record["o_wiki_title"])]
+        for key in ("possible_answers", "o_aliases"):
+            answers.extend(_as_list(record[key]))
+    else:
+        return []
     answers.extend(str(a) for a in record.get("answer_aliases", []) or [])
     return list(dict.fromkeys(answers))
 
 
-def _gold_passages(record: dict) -> list[str]:
-    gold = []
-    for p in record.get("paragraphs", []):
-        if p.get("is_supporting", True):  # a paragraph with no flag counts as gold (official rule)
-            text = p["text"] if "text" in p else p["paragraph_text"]
-            gold.append(f"{p['title']}\n{text}")
+def gold_passages(record: dict, dataset_name: str) -> list[str] | None:
+    """Official `get_gold_docs` for one record; None when the record carries no gold-passage information.
+
+    - HotpotQA / 2WikiMultiHopQA originals: the `context` paragraphs whose title is in `supporting_facts`,
+      sentences joined with "" for HotpotQA (dataset name starting with "hotpotqa") and " " otherwise;
+    - `contexts` [{title, text, is_supporting}]: the supporting ones;
+    - `paragraphs` [{title, text | paragraph_text, is_supporting}]: all but those flagged false.
+    """
+    if "supporting_facts" in record:
+        titles = {item[0] for item in record["supporting_facts"]}
+        joiner = "" if dataset_name.startswith("hotpotqa") else " "
+        gold = [f"{title}\n{joiner.join(sentences)}" for title, sentences in record["context"] if title in titles]
+    elif "contexts" in record:
+        gold = [f"{p['title']}\n{p['text']}" for p in record["contexts"] if p["is_supporting"]]
+    elif "paragraphs" in record:
+        gold = [f"{p['title']}\n{p['text'] if 'text' in p else p['paragraph_text']}"
+                for p in record["paragraphs"] if p.get("is_supporting", True)]
+    else:
+        return None
     return list(dict.fromkeys(gold))
 
 
-def parse_questions(records: object, path: Path) -> list[Query]:
-    """Questions in HippoRAG 2's format: question, answer(s), paragraphs[{title, text, is_supporting}]."""
+def detect_format(record: dict) -> str:
+    """Name of the question layout, for messages: which official format a record follows."""
+    if "supporting_facts" in record:
+        return "hotpotqa/2wikimultihopqa original (context + supporting_facts)"
+    if "paragraphs" in record:
+        return "paragraphs (HippoRAG 2 / MuSiQue)"
+    if "contexts" in record:
+        return "contexts"
+    return "questions without gold passages"
+
+
+def parse_questions(records: object, path: Path, dataset_name: str = "") -> list[Query]:
+    """Questions in any of the official layouts (see `gold_passages`, `gold_answers`)."""
     if not isinstance(records, list):
         raise DatasetError(f"{path}: expected a JSON list of question records, got {type(records).__name__}")
     queries = []
@@ -97,15 +132,20 @@ def parse_questions(records: object, path: Path) -> list[Query]:
         question = record.get("question")
         if not isinstance(question, str) or not question.strip():
             raise DatasetError(f"{path}: {label}: missing or empty 'question'")
-        answers = _gold_answers(record)
-        if not answers:
-            raise DatasetError(f"{path}: {label}: no gold answer ('answer' or 'possible_answers')")
         try:
-            gold = _gold_passages(record)
-        except (KeyError, TypeError, AttributeError) as e:
-            raise DatasetError(f"{path}: {label}: malformed 'paragraphs' entry ({e!r})") from e
+            answers = gold_answers(record)
+        except (KeyError, TypeError) as e:
+            raise DatasetError(f"{path}: {label}: malformed answer fields ({e!r})") from e
+        if not answers:
+            raise DatasetError(f"{path}: {label}: no gold answer ('answer', 'gold_ans', 'reference' or 'obj')")
+        try:
+            gold = gold_passages(record, dataset_name)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise DatasetError(f"{path}: {label}: malformed gold passages for layout "
+                               f"{detect_format(record)!r} ({e!r})") from e
         qid = str(record.get("id", record.get("_id", i)))
-        queries.append(Query(id=qid, question=question, gold_answers=answers, gold_passages=gold))
+        queries.append(Query(id=qid, question=question, gold_answers=answers,
+                             gold_passages=gold if gold is not None else [], has_gold=gold is not None))
     return queries
 
 
@@ -123,8 +163,9 @@ def parse_corpus(records: object, path: Path) -> list[Passage]:
     return corpus
 
 
-def load_hipporag2_files(name: str, questions_path: Path, corpus_path: Path, limit: int | None = None) -> Dataset:
-    queries = parse_questions(_read_json(questions_path), questions_path)
+def load_files(name: str, questions_path: Path, corpus_path: Path, limit: int | None = None) -> Dataset:
+    """A question file (any official layout) and a corpus file ([{title, text}])."""
+    queries = parse_questions(_read_json(questions_path), questions_path, name)
     corpus = parse_corpus(_read_json(corpus_path), corpus_path)
     if limit is not None:
         queries = queries[:limit]
@@ -136,15 +177,52 @@ def demo_data_dir() -> Path:
     return Path(str(resources.files("hipporag") / "demo_data"))
 
 
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "reproduce" / "datasets"
+
+
+def resolve_data_dir(configured: str | None) -> Path:
+    """dataset.data_dir, else $HIPPORAG_DATA_DIR, else reproduce/datasets in the checkout."""
+    if configured:
+        where, path = "dataset.data_dir", Path(configured).expanduser()
+    elif os.environ.get("HIPPORAG_DATA_DIR"):
+        where, path = "$HIPPORAG_DATA_DIR", Path(os.environ["HIPPORAG_DATA_DIR"]).expanduser()
+    else:
+        where, path = "the default", DEFAULT_DATA_DIR
+    if not path.is_dir():
+        raise DatasetError(
+            f"data directory {path} (from {where}) does not exist. Point HIPPORAG_DATA_DIR or "
+            f"dataset.data_dir at the folder holding the benchmark folders (e.g. .../shared/datasets)."
+        )
+    return path
+
+
+def _data_dir_file(data_dir: Path, relative: str, what: str) -> Path:
+    path = data_dir / relative
+    if not path.is_file():
+        raise DatasetError(f"{what} file {path} not found in data directory {data_dir} "
+                           "(set HIPPORAG_DATA_DIR or dataset.data_dir)")
+    return path
+
+
 def load_dataset(cfg) -> Dataset:
     """Build the configured dataset (`cfg` is the `dataset` config group)."""
     source = cfg.get("source", "files")
     limit = cfg.get("limit")
+    name = cfg.get("name", source)
     if source == "demo":
         d = demo_data_dir()
-        return load_hipporag2_files("demo", d / "demo.json", d / "demo_corpus.json", limit)
+        return load_files("demo", d / "demo.json", d / "demo_corpus.json", limit)
+    if source == "data_dir":
+        data_dir = resolve_data_dir(cfg.get("data_dir"))
+        return load_files(name, _data_dir_file(data_dir, cfg.questions, "questions"),
+                          _data_dir_file(data_dir, cfg.corpus, "corpus"), limit)
     if source == "files":
         if not cfg.get("questions") or not cfg.get("corpus"):
             raise DatasetError("dataset=files needs dataset.questions=PATH and dataset.corpus=PATH")
-        return load_hipporag2_files(cfg.get("name", "files"), Path(cfg.questions), Path(cfg.corpus), limit)
-    raise DatasetError(f"unknown dataset source {source!r} (known: demo, files)")
+        return load_files(name, Path(cfg.questions), Path(cfg.corpus), limit)
+    if source == "hub":
+        from .hub import download_hipporag2_dataset
+
+        questions, corpus = download_hipporag2_dataset(cfg.repo_id, cfg.hub_name, cfg.get("revision"))
+        return load_files(name, questions, corpus, limit)
+    raise DatasetError(f"unknown dataset source {source!r} (known: demo, data_dir, files, hub)")

@@ -25,7 +25,7 @@ from .tracking import make_tracker, write_run_files
 
 log = logging.getLogger(__name__)
 
-QUERY_KNOBS = ("damping", "passage_node_weight", "linking_top_k", "retrieval_top_k", "qa_top_k", "filter",
+QUERY_KNOBS = ("damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "retrieval_top_k", "qa_top_k", "filter",
                "passage_nodes", "node_specificity", "linking", "directed", "ppr_engine", "fail_on_llm_error",
                "filter_snap_cutoff")
 SUMMARY_KS = (1, 2, 5, 10)
@@ -43,7 +43,12 @@ def methods_to_run(cfg: DictConfig) -> list[str]:
 
 
 def score_method(name: str, queries, index, rankings, answers, raw, retrieval_top_k: int) -> tuple[dict, list[dict]]:
+    """Per-query records and their means. Recall is averaged over queries that have gold passages;
+    EM/F1 are absent when reading was skipped (`read=false`)."""
     records = []
+    read_done = answers is not None
+    answers = answers if read_done else [None] * len(queries)
+    raw = raw if read_done else [None] * len(queries)
     for q, r, ans, resp in zip(queries, rankings, answers, raw):
         top = [index.passages[i] for i in r.order[:retrieval_top_k]]
         rec = {
@@ -52,15 +57,21 @@ def score_method(name: str, queries, index, rankings, answers, raw, retrieval_to
             "top_passage_ids": [passage_id(p) for p in top],
             "top_scores": [float(s) for s in r.scores[:retrieval_top_k]],
             "answer": ans, "response": resp,
-            "em": M.exact_match(ans, q.gold_answers), "f1": M.f1_score(ans, q.gold_answers),
+            "em": M.exact_match(ans, q.gold_answers) if read_done else None,
+            "f1": M.f1_score(ans, q.gold_answers) if read_done else None,
             "fallback": bool(r.diagnostics.get("fallback", False)),
             "filter_error": r.diagnostics.get("filter_error"),
             "seeds": r.diagnostics.get("seeds", []), "facts": r.diagnostics.get("facts", []),
+            "tie_at_cut": bool(r.diagnostics.get("tie_at_cut", False)),
         }
-        rec.update(M.recall_dict(q.gold_passages, top))
+        rec.update(M.recall_dict(q.gold_passages, top) if q.has_gold else {f"recall@{k}": None for k in M.RECALL_KS})
         records.append(rec)
-    summary = {k: M.mean([r[k] for r in records]) for k in [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]}
+    summary = {}
+    for key in [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]:
+        values = [r[key] for r in records if r[key] is not None]
+        summary[key] = M.mean(values) if values else None
     summary.update(n_queries=len(records), fallbacks=sum(r["fallback"] for r in records),
+                   ties_at_linking_cut=sum(r["tie_at_cut"] for r in records),
                    filter_errors=sum(1 for r in records if r["filter_error"]))
     return summary, records
 
@@ -68,10 +79,11 @@ def score_method(name: str, queries, index, rankings, answers, raw, retrieval_to
 def format_summary(metrics: dict) -> str:
     """The table a user reads at the end of a run (percentages, like the papers)."""
     cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1", "fallbacks", "retrieve s", "read s"]
+    pct = lambda v: "-" if v is None else f"{100 * v:.2f}"
     rows = []
     for name, m in metrics["methods"].items():
-        rows.append([name] + [f"{100 * m[f'recall@{k}']:.2f}" for k in SUMMARY_KS]
-                    + [f"{100 * m['em']:.2f}", f"{100 * m['f1']:.2f}", str(m["fallbacks"]),
+        rows.append([name] + [pct(m[f"recall@{k}"]) for k in SUMMARY_KS]
+                    + [pct(m["em"]), pct(m["f1"]), str(m["fallbacks"]),
                        f"{m['retrieve_s']:.2f}", f"{m['read_s']:.2f}"])
     widths = [max(len(x) for x in col) for col in zip(["method"] + cols, *rows)]
     line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
@@ -115,7 +127,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
         t_retrieve = time.perf_counter() - t0
         contexts = [[index.passages[i] for i in r.order[: int(cfg.qa_top_k)]] for r in rankings]
         t0 = time.perf_counter()
-        raw, answers = read(llm, queries, contexts, cfg.reader, stage=f"reader/{name}")
+        raw, answers = read(llm, queries, contexts, cfg.reader, stage=f"reader/{name}") if cfg.get("read", True) else (None, None)
         t_read = time.perf_counter() - t0
         summary, records = score_method(name, queries, index, rankings, answers, raw, int(cfg.retrieval_top_k))
         summary.update(retrieve_s=t_retrieve, read_s=t_read)
@@ -131,7 +143,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
         "index": {"key": report.key, "graph_cached": report.graph_cached, "passages": len(passages),
                   "entities": len(index.entities), "facts": len(index.facts),
                   "nodes": index.graph.vcount(), "edges": index.graph.ecount(), **index.stats},
-        "openie": {k: v for k, v in vars(report.openie).items()},
+        "openie": {**vars(report.openie), **({"import": extractor.report} if hasattr(extractor, "report") else {})},
         "cache": {"embedding_hits": report.embedding_hits + embeddings.hits,
                   "embedding_misses": report.embedding_misses + embeddings.misses},
         "llm_usage": {stage: vars(u) for stage, u in llm.usage.items()},

@@ -16,7 +16,7 @@ Built to give the official implementation's PPR scores on the same inputs:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import igraph as ig
 import numpy as np
@@ -98,7 +98,8 @@ class GraphStats:
     fact_pairs: int = 0
     passage_pairs: int = 0
     synonymy_pairs: int = 0
-    extra: dict = field(default_factory=dict)
+    official_synonymy_triples: int = 0  # the official get_graph_info count: all pairs - facts - passage pairs
+    self_loops: int = 0
 
 
 def build_graph(passages: list[str], inputs: GraphInputs, entity_vectors: np.ndarray | None,
@@ -131,6 +132,8 @@ def build_graph(passages: list[str], inputs: GraphInputs, entity_vectors: np.nda
     stats = GraphStats(
         entity_nodes=n_ent, passage_nodes=len(passages), edges=g.ecount(), fact_triples=len(inputs.facts),
         fact_pairs=fact_pairs, passage_pairs=passage_pairs, synonymy_pairs=len(syn),
+        official_synonymy_triples=len(weights) - len(inputs.facts) - passage_pairs,
+        self_loops=len(weights) - len(edges),
     )
     log.info("Graph: %d entity + %d passage nodes, %d edges (%d fact pairs, %d passage, %d synonymy)",
              n_ent, len(passages), g.ecount(), fact_pairs, passage_pairs, len(syn))

@@ -77,7 +77,7 @@ class WandbTracker:
         summary = {}
         for method, values in metrics["methods"].items():
             for k, v in values.items():
-                if isinstance(v, (int, float)):
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
                     summary[f"{method}/{k}"] = v
         summary.update({f"timing/{k}": v for k, v in metrics.get("timings", {}).items()})
         for stage, usage in metrics.get("llm_usage", {}).items():

@@ -3,7 +3,7 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from hipporag.data import DatasetError, load_dataset, load_hipporag2_files
+from hipporag.data import DatasetError, load_dataset, load_files
 
 
 def test_demo_dataset_shape():
@@ -36,7 +36,7 @@ def test_gold_rules(tmp_path):
             {"title": "C", "text": "gamma"},  # no flag: counts as gold
         ],
     }]
-    ds = load_hipporag2_files("t", write(tmp_path, "q.json", qs), write(tmp_path, "c.json", CORPUS))
+    ds = load_files("t", write(tmp_path, "q.json", qs), write(tmp_path, "c.json", CORPUS))
     [q] = ds.queries
     assert q.gold_answers == ["a1", "a2"]
     assert q.gold_passages == ["A\nalpha", "C\ngamma"]
@@ -45,14 +45,14 @@ def test_gold_rules(tmp_path):
 @pytest.mark.parametrize("bad, message", [
     ('[{"question": "ok", "answer": "x"}, {"id": "r7", "answer": "x"}]', "record 1 (id 'r7'): missing or empty 'question'"),
     ('[{"id": 3, "question": "q"}]', "record 0 (id 3): no gold answer"),
-    ('[{"question": "q", "answer": "a", "paragraphs": [{"text": "no title"}]}]', "record 0: malformed 'paragraphs'"),
+    ('[{"question": "q", "answer": "a", "paragraphs": [{"text": "no title"}]}]', "record 0: malformed gold passages for layout 'paragraphs (HippoRAG 2 / MuSiQue)'"),
     ('{"question": "q"}', "expected a JSON list"),
     ('[{"question": "q", "answer": "a"},', "not valid JSON"),
 ])
 def test_malformed_question_file_names_file_and_record(tmp_path, bad, message):
     qpath = write(tmp_path, "bad_questions.json", bad)
     with pytest.raises(DatasetError) as err:
-        load_hipporag2_files("t", qpath, write(tmp_path, "c.json", CORPUS))
+        load_files("t", qpath, write(tmp_path, "c.json", CORPUS))
     assert str(qpath) in str(err.value)
     assert message in str(err.value)
 
@@ -60,8 +60,8 @@ def test_malformed_question_file_names_file_and_record(tmp_path, bad, message):
 def test_malformed_corpus_and_missing_file(tmp_path):
     q = write(tmp_path, "q.json", [{"question": "q", "answer": "a"}])
     with pytest.raises(DatasetError, match=r"c.json: record 1: expected an object with a string 'text'"):
-        load_hipporag2_files("t", q, write(tmp_path, "c.json", [{"title": "A", "text": "x"}, {"title": "B"}]))
+        load_files("t", q, write(tmp_path, "c.json", [{"title": "A", "text": "x"}, {"title": "B"}]))
     with pytest.raises(DatasetError, match="nowhere.json: file not found"):
-        load_hipporag2_files("t", q, tmp_path / "nowhere.json")
+        load_files("t", q, tmp_path / "nowhere.json")
     with pytest.raises(DatasetError, match="dataset.questions=PATH"):
         load_dataset(OmegaConf.create({"source": "files", "questions": None, "corpus": None}))

