@@ -15,24 +15,19 @@ from omegaconf import DictConfig, OmegaConf
 from . import metrics as M
 from .data import load_dataset
 from .embed import EmbeddingCache, build_embedder
-from .index import GRAPH_PARAMS, build_index
+from .index import build_index
+from .knobs import knobs
 from .llm import build_llm
 from .methods import RetrievalContext, get_method
 from .openie import build_extractor
 from .qa import read
+from .ranking_cache import load_rankings, ranking_key, save_rankings
 from .textnorm import passage_id
 from .tracking import make_tracker, write_run_files
 
 log = logging.getLogger(__name__)
 
-QUERY_KNOBS = ("damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "retrieval_top_k", "qa_top_k", "filter",
-               "passage_nodes", "node_specificity", "linking", "directed", "ppr_engine", "fail_on_llm_error",
-               "filter_snap_cutoff")
 SUMMARY_KS = (1, 2, 5, 10)
-
-
-def knobs(cfg: DictConfig) -> dict:
-    return {k: cfg[k] for k in GRAPH_PARAMS + QUERY_KNOBS if k in cfg}
 
 
 def methods_to_run(cfg: DictConfig) -> list[str]:
@@ -76,6 +71,29 @@ def score_method(name: str, queries, index, rankings, answers, raw, retrieval_to
     return summary, records
 
 
+UNCERTAIN = [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]
+
+
+def add_uncertainty(method_metrics: dict, records: list[dict], method: str, baseline: str | None) -> None:
+    """95 % bootstrap CIs for every metric, and the paired bootstrap test of each method vs the baseline."""
+    by_method = {m: [r for r in records if r["method"] == m] for m in method_metrics}
+    for m, recs in by_method.items():
+        ci, vs = {}, {}
+        for key in UNCERTAIN:
+            values = [r[key] for r in recs if r[key] is not None]
+            if not values:
+                continue
+            ci[key] = list(M.bootstrap_ci(values))
+            if baseline and m != baseline and baseline in by_method:
+                pairs = [(r[key], b[key]) for r, b in zip(recs, by_method[baseline]) if r[key] is not None and b[key] is not None]
+                if pairs:
+                    ours, theirs = zip(*pairs)
+                    vs[key] = {"delta": M.mean(ours) - M.mean(theirs), "p_value": M.paired_bootstrap_pvalue(ours, theirs)}
+        method_metrics[m]["ci"] = ci
+        if vs:
+            method_metrics[m]["vs_baseline"] = vs
+
+
 def format_summary(metrics: dict) -> str:
     """The table a user reads at the end of a run (percentages, like the papers)."""
     cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1", "fallbacks", "retrieve s", "read s"]
@@ -90,6 +108,12 @@ def format_summary(metrics: dict) -> str:
     out = [line(["method"] + cols), line(["-" * w for w in widths])] + [line(r) for r in rows]
     t = metrics["timings"]
     idx = metrics["index"]
+    for name, m in metrics["methods"].items():
+        vs = m.get("vs_baseline")
+        if vs:
+            parts = [f"Δ{key.replace('recall@', 'R@')} {100 * vs[key]['delta']:+.2f} (p={vs[key]['p_value']:.3f})"
+                     for key in ("recall@2", "recall@5", "em", "f1") if key in vs]
+            out.append(f"{name} vs {metrics['baseline']} (paired bootstrap): " + ", ".join(parts))
     out.append("")
     out.append(f"dataset {metrics['dataset']}: {metrics['n_queries']} queries, {idx['passages']} passages; "
                f"graph {idx['nodes']} nodes / {idx['edges']} edges ({'cached' if idx['graph_cached'] else 'built'})")
@@ -121,9 +145,18 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
     queries = dataset.queries
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
+    key_params = {**params, "llm": llm.identity}
+    questions = [q.question for q in queries]
     for name in methods_to_run(cfg):
         t0 = time.perf_counter()
-        rankings = get_method(name).retrieve(ctx, queries)
+        rkey = ranking_key(index.key, name, key_params, questions)
+        rankings = load_rankings(cache_dir, rkey) if rkey else None
+        if rankings is not None:
+            log.info("Rankings (%s): loaded from cache", name)
+        else:
+            rankings = get_method(name).retrieve(ctx, queries)
+            if rkey:
+                save_rankings(cache_dir, rkey, rankings)
         t_retrieve = time.perf_counter() - t0
         contexts = [[index.passages[i] for i in r.order[: int(cfg.qa_top_k)]] for r in rankings]
         t0 = time.perf_counter()
@@ -135,11 +168,13 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
         all_records.extend(records)
         timings[f"retrieve_{name}_s"] = t_retrieve
         timings[f"read_{name}_s"] = t_read
+    add_uncertainty(method_metrics, all_records, cfg.method.name, cfg.get("baseline"))
     timings["total_s"] = time.perf_counter() - t_start
 
     metrics = {
         "dataset": dataset.name, "n_queries": len(queries), "method": cfg.method.name,
         "baseline": cfg.get("baseline"), "methods": method_metrics,
+        "bootstrap": {"resamples": M.BOOTSTRAP_RESAMPLES, "seed": M.BOOTSTRAP_SEED, "level": 0.95},
         "index": {"key": report.key, "graph_cached": report.graph_cached, "passages": len(passages),
                   "entities": len(index.entities), "facts": len(index.facts),
                   "nodes": index.graph.vcount(), "edges": index.graph.ecount(), **index.stats},

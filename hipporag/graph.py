@@ -104,8 +104,11 @@ class GraphStats:
 
 def build_graph(passages: list[str], inputs: GraphInputs, entity_vectors: np.ndarray | None,
                 synonymy_threshold: float = 0.8, synonymy_topk: int = 2047,
-                synonymy_edges: bool = True) -> tuple[ig.Graph, GraphStats]:
-    """Build the undirected weighted igraph graph; node i < E is entity i, node E + p is passage p."""
+                synonymy_edges: bool = True, directed: bool = False) -> tuple[ig.Graph, GraphStats]:
+    """Build the weighted igraph graph; node i < E is entity i, node E + p is passage p.
+
+    Undirected by default, as the official code walks it; `directed=True` keeps each stored pair as one
+    directed edge (entity links both ways, passage -> entity one way)."""
     n_ent = len(inputs.entities)
     ent_index = {e: i for i, e in enumerate(inputs.entities)}
     weights: dict[tuple[int, int], float] = {}
@@ -125,7 +128,7 @@ def build_graph(passages: list[str], inputs: GraphInputs, entity_vectors: np.nda
         weights.update(syn)
 
     edges = [(a, b) for (a, b) in weights if a != b]
-    g = ig.Graph(n=n_ent + len(passages), edges=edges, directed=False)
+    g = ig.Graph(n=n_ent + len(passages), edges=edges, directed=directed)
     g.es["weight"] = [weights[e] for e in edges]
     g.vs["name"] = [entity_id(e) for e in inputs.entities] + [passage_id(p) for p in passages]
     g.vs["content"] = list(inputs.entities) + list(passages)

@@ -15,17 +15,17 @@ from pathlib import Path
 
 import igraph as ig
 import numpy as np
+from filelock import FileLock, Timeout
 
 from .cache import atomic_write_json, building, check_manifest, stable_key
 from .embed import EmbeddingCache
+from .knobs import INDEX_KNOBS
 from .graph import build_graph, prepare_graph_inputs
 from .openie import Extractor, OpenIEStats, run_openie, valid_triples
 from .textnorm import text_hash
 
 log = logging.getLogger(__name__)
 
-# The knobs that change the index. Everything else in the config is a query-time knob.
-GRAPH_PARAMS = ("synonymy_threshold", "synonymy_topk", "synonymy_edges")
 
 
 @dataclass
@@ -68,12 +68,33 @@ def index_identity(passages, extractor: Extractor, embedder, params: dict) -> di
         "corpus": corpus_hash(passages),
         "openie": extractor.identity,
         "embedder": embedder.identity,
-        "graph": {k: params[k] for k in GRAPH_PARAMS},
+        "graph": {k: params[k] for k in INDEX_KNOBS},
     }
 
 
 def build_index(passages: list[str], extractor: Extractor, embedder, params: dict, cache_dir: Path) -> tuple[Index, IndexReport]:
+    """Build (or load) the index. Concurrent jobs asking for the same index serialise on a file lock:
+    the first builds every stage, the others wait and then find everything in the cache."""
     cache_dir = Path(cache_dir)
+    identity = index_identity(passages, extractor, embedder, params)
+    key = stable_key(identity)
+    lock_path = cache_dir / "locks" / f"index-{key}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("Index %s is being built by another job; waiting for it", key)
+        t0 = time.perf_counter()
+        lock.acquire()
+        log.info("Index %s: waited %.1f s, loading it from the cache", key, time.perf_counter() - t0)
+    try:
+        return _build_index_locked(passages, extractor, embedder, params, cache_dir, identity, key)
+    finally:
+        lock.release()
+
+
+def _build_index_locked(passages, extractor, embedder, params, cache_dir: Path, identity: dict, key: str):
     report = IndexReport()
     t0 = time.perf_counter()
     extractions, report.openie = run_openie(passages, extractor, cache_dir)
@@ -90,8 +111,6 @@ def build_index(passages: list[str], extractor: Extractor, embedder, params: dic
     report.timings["embed_s"] = time.perf_counter() - t0
     report.embedding_hits, report.embedding_misses = embed.hits, embed.misses
 
-    identity = index_identity(passages, extractor, embedder, params)
-    key = stable_key(identity)
     report.key = key
     graph_dir = cache_dir / "graph" / key
     t0 = time.perf_counter()
@@ -101,7 +120,7 @@ def build_index(passages: list[str], extractor: Extractor, embedder, params: dic
                 graph, stats = build_graph(
                     passages, inputs, entity_vecs if len(inputs.entities) else None,
                     synonymy_threshold=params["synonymy_threshold"], synonymy_topk=params["synonymy_topk"],
-                    synonymy_edges=params["synonymy_edges"],
+                    synonymy_edges=params["synonymy_edges"], directed=bool(params.get("directed", False)),
                 )
                 graph.write_pickle(str(tmp / "graph.pickle"))
                 atomic_write_json(tmp / "stats.json", asdict(stats))

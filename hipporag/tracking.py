@@ -76,9 +76,13 @@ class WandbTracker:
 
         summary = {}
         for method, values in metrics["methods"].items():
-            for k, v in values.items():
+            flat = flatten({k: ({"lo": v[0], "hi": v[1]} if isinstance(v, list) and len(v) == 2 else v)
+                            for k, v in (values.get("ci") or {}).items()}, "ci/")
+            flat.update(flatten(values.get("vs_baseline") or {}, "vs_baseline/"))
+            flat.update({k: v for k, v in values.items() if k not in ("ci", "vs_baseline")})
+            for k, v in flat.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    summary[f"{method}/{k}"] = v
+                    summary[f"{method}/{k.replace('.', '/')}"] = v
         summary.update({f"timing/{k}": v for k, v in metrics.get("timings", {}).items()})
         for stage, usage in metrics.get("llm_usage", {}).items():
             summary.update({f"llm/{stage}/{k}": v for k, v in usage.items()})

@@ -1,0 +1,162 @@
+"""The sweep report: one row per job, the dense baseline row, deltas, CIs, plots.
+
+    python -m hipporag.report outputs/multirun/<date>/<time>
+
+Written automatically when a multirun ends (`SweepReportCallback`, registered in conf/config.yaml).
+Files in the sweep folder: `report.md` (also printed), `report.csv`, `plots/<metric>_vs_<knob>.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+log = logging.getLogger(__name__)
+
+HEADLINE = ("recall@2", "recall@5", "recall@10", "em", "f1")
+
+
+def _overrides(job_dir: Path) -> dict[str, str]:
+    path = job_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return {}
+    out = {}
+    for item in yaml.safe_load(path.read_text()) or []:
+        key, _, value = str(item).partition("=")
+        out[key.lstrip("+~")] = value
+    return out
+
+
+def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
+    """One row per (job, method), with the swept knobs as columns; and the names of the swept knobs."""
+    jobs = sorted((p.parent for p in sweep_dir.glob("*/metrics.json")), key=lambda p: (len(p.name), p.name))
+    if not jobs:
+        raise FileNotFoundError(f"{sweep_dir}: no job folder with a metrics.json (is this a sweep directory?)")
+    overrides = {job: _overrides(job) for job in jobs}
+    keys = sorted({k for o in overrides.values() for k in o})
+    swept = [k for k in keys if len({overrides[j].get(k) for j in jobs}) > 1] or keys
+    rows = []
+    for job in jobs:
+        metrics = json.loads((job / "metrics.json").read_text())
+        baseline = metrics.get("baseline")
+        for method, m in metrics["methods"].items():
+            row = {"job": job.name, "method": method, "is_baseline": method == baseline and method != metrics["method"]}
+            row.update({k: overrides[job].get(k) for k in swept})
+            for key in HEADLINE:
+                row[key] = m.get(key)
+                ci = (m.get("ci") or {}).get(key)
+                row[f"{key}_lo"], row[f"{key}_hi"] = (ci if ci else (None, None))
+                vs = (m.get("vs_baseline") or {}).get(key) or {}
+                row[f"{key}_delta"], row[f"{key}_p"] = vs.get("delta"), vs.get("p_value")
+            rows.append(row)
+    return pd.DataFrame(rows), swept
+
+
+def _fmt(value, lo=None, hi=None) -> str:
+    if value is None or pd.isna(value):
+        return "-"
+    text = f"{100 * value:.2f}"
+    if lo is not None and not pd.isna(lo):
+        text += f" [{100 * lo:.1f}, {100 * hi:.1f}]"
+    return text
+
+
+def to_markdown(frame: pd.DataFrame, swept: list[str]) -> str:
+    """Job rows for the studied method, then one baseline row (identical across jobs when shared)."""
+    jobs = frame[~frame.is_baseline]
+    base = frame[frame.is_baseline]
+    metrics = [k for k in HEADLINE if frame[k].notna().any()]
+    header = ["job", "method", *swept] + [f"{k} [95% CI]" for k in metrics] + [f"Δ{k} (p)" for k in metrics]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, r in jobs.iterrows():
+        cells = [r.job, r.method, *[str(r[k]) for k in swept]]
+        cells += [_fmt(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in metrics]
+        cells += ["-" if pd.isna(r[f"{k}_delta"]) else f"{100 * r[f'{k}_delta']:+.2f} ({r[f'{k}_p']:.3f})" for k in metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(base):
+        b = base.iloc[0]
+        same = all(base[k].nunique(dropna=False) <= 1 for k in metrics)
+        cells = ["baseline" if same else "baseline (job 0)", b.method, *["" for _ in swept]]
+        cells += [_fmt(b[k], b[f"{k}_lo"], b[f"{k}_hi"]) for k in metrics] + ["" for _ in metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(frame: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = frame[~frame.is_baseline]
+    base = frame[frame.is_baseline]
+    files = []
+    for knob in swept:
+        try:
+            x = pd.to_numeric(jobs[knob])
+        except (ValueError, TypeError):
+            x = jobs[knob].astype(str)
+        for metric in HEADLINE:
+            if not jobs[metric].notna().any():
+                continue
+            order = x.argsort() if hasattr(x, "argsort") else range(len(x))
+            fig, ax = plt.subplots(figsize=(5, 3.5))
+            xs, ys = list(x.iloc[order]), 100 * jobs[metric].iloc[order]
+            lo, hi = 100 * jobs[f"{metric}_lo"].iloc[order], 100 * jobs[f"{metric}_hi"].iloc[order]
+            ax.plot(xs, ys, marker="o", label=jobs.method.iloc[0])
+            if lo.notna().all():
+                ax.fill_between(xs, lo, hi, alpha=0.2)
+            if len(base) and base[metric].notna().any():
+                ax.axhline(100 * base[metric].iloc[0], color="grey", linestyle="--", label=f"{base.method.iloc[0]} (baseline)")
+            ax.set_xlabel(knob)
+            ax.set_ylabel(f"{metric} (%)")
+            ax.legend()
+            fig.tight_layout()
+            path = out_dir / f"{metric.replace('@', '_at_')}_vs_{knob.replace('.', '_')}.png"
+            fig.savefig(path, dpi=100)
+            plt.close(fig)
+            files.append(path)
+    return files
+
+
+def write_report(sweep_dir: Path) -> str:
+    sweep_dir = Path(sweep_dir)
+    frame, swept = collect(sweep_dir)
+    text = f"# Sweep {sweep_dir.name}\n\nswept: {', '.join(swept) or '(nothing)'}\n\n" + to_markdown(frame, swept)
+    (sweep_dir / "report.md").write_text(text + "\n")
+    frame.to_csv(sweep_dir / "report.csv", index=False)
+    plots = plot(frame, swept, sweep_dir / "plots")
+    log.info("Sweep report: %s (%d plots)", sweep_dir / "report.md", len(plots))
+    return text
+
+
+try:
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover - hydra is a dependency
+    Callback = object
+
+
+class SweepReportCallback(Callback):
+    """Hydra callback: write the report when a multirun ends."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        try:
+            print(write_report(Path(config.hydra.sweep.dir)))
+        except FileNotFoundError as e:
+            log.warning("No sweep report: %s", e)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Write the report of a sweep directory.")
+    ap.add_argument("sweep_dir", type=Path)
+    print(write_report(ap.parse_args().sweep_dir))
+
+
+if __name__ == "__main__":
+    main()

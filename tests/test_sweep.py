@@ -1,0 +1,122 @@
+"""Sweeps as users run them: parallel jobs share one index build, W&B runs grouped, a report at the end."""
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from wandb_records import read_run  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "sk-test-not-a-real-key-7731"
+
+
+def multirun(tmp: Path, *overrides: str, env_extra=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
+    cmd = [sys.executable, "run.py", "-m", "read=false", f"cache_dir={tmp / 'cache'}",
+           f"hydra.sweep.dir={tmp / 'sweep'}", *overrides]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def joblib_sweep(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("joblib")
+    proc = multirun(tmp, "damping=0.3,0.5,0.7", "hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "tracker=wandb",
+                    env_extra={"WANDB_MODE": "offline", "OPENAI_API_KEY": SECRET, "WANDB_API_KEY": ""})
+    return tmp / "sweep", proc
+
+
+def job_logs(sweep: Path) -> list[str]:
+    return [(sweep / str(i) / "run.log").read_text() for i in range(3)]
+
+
+def test_three_parallel_jobs_build_the_index_once(joblib_sweep):
+    sweep, _ = joblib_sweep
+    logs = job_logs(sweep)
+    assert sum("passages from cache, 45 to extract" in log for log in logs) == 1
+    assert sum(": built (" in log for log in logs) == 1
+    assert sum("loaded from cache (" in log for log in logs) == 2
+    keys = {json.loads((sweep / str(i) / "metrics.json").read_text())["index"]["key"] for i in range(3)}
+    assert len(keys) == 1
+    # the baseline ranking is the same object for every job; hipporag2 differs with damping
+    dense = [json.loads((sweep / str(i) / "metrics.json").read_text())["methods"]["dense"]["recall@2"] for i in range(3)]
+    assert len(set(dense)) == 1
+
+
+def test_cache_is_intact_after_the_race(joblib_sweep, tmp_path):
+    sweep, _ = joblib_sweep
+    cache = sweep.parent / "cache"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "run.py", "tracker=none", "read=false", "damping=0.5", f"cache_dir={cache}",
+                           f"hydra.run.dir={tmp_path / 'again'}"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = json.loads((tmp_path / "again" / "metrics.json").read_text())
+    assert metrics["index"]["graph_cached"] and metrics["cache"]["embedding_misses"] == 0
+    assert metrics["methods"]["hipporag2"]["recall@5"] == json.loads((sweep / "1" / "metrics.json").read_text())["methods"]["hipporag2"]["recall@5"]
+
+
+def test_report_has_one_row_per_job_plus_baseline(joblib_sweep):
+    sweep, proc = joblib_sweep
+    report = (sweep / "report.md").read_text()
+    rows = [line for line in report.splitlines() if line.startswith("| ") and not line.startswith("| job")]
+    assert len(rows) == 4 and rows[-1].startswith("| baseline | dense")
+    assert [r.split(" | ")[2] for r in rows[:3]] == ["0.3", "0.5", "0.7"]
+    assert "Δrecall@5 (p)" in report
+    frame = pd.read_csv(sweep / "report.csv")
+    assert set(frame.method) == {"hipporag2", "dense"} and "damping" in frame.columns and "recall@5_p" in frame.columns
+    assert {p.name for p in (sweep / "plots").glob("*.png")} >= {"recall_at_5_vs_damping.png", "recall_at_2_vs_damping.png"}
+    # the command-line report writes the same table
+    env = {**os.environ}
+    out = subprocess.run([sys.executable, "-m", "hipporag.report", str(sweep)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and (sweep / "report.md").read_text() == report
+
+
+def test_wandb_offline_runs_are_grouped_and_complete(joblib_sweep):
+    sweep, proc = joblib_sweep
+    assert "W&B: no credentials found, logging offline" not in proc.stdout  # WANDB_MODE=offline given: no notice
+    for i, damping in enumerate((0.3, 0.5, 0.7)):
+        [path] = glob.glob(str(sweep / str(i) / "wandb" / "offline-run-*" / "run-*.wandb"))
+        run = read_run(Path(path))
+        metrics = json.loads((sweep / str(i) / "metrics.json").read_text())
+        assert run["group"] == sweep.name and run["job_type"] == "hipporag2"
+        assert run["config"]["damping"] == damping and run["config"]["method.name"] == "hipporag2"
+        assert run["summary"]["hipporag2/recall@5"] == pytest.approx(metrics["methods"]["hipporag2"]["recall@5"])
+        assert run["summary"]["hipporag2/vs_baseline/recall@5/p_value"] == pytest.approx(
+            metrics["methods"]["hipporag2"]["vs_baseline"]["recall@5"]["p_value"])
+        assert "hipporag2/ci/recall@5/lo" in run["summary"] and "timing/total_s" in run["summary"]
+        assert "per_query/_type" in run["history_keys"]
+
+
+def test_no_secret_reaches_outputs_or_logs(joblib_sweep):
+    sweep, proc = joblib_sweep
+    assert SECRET not in proc.stdout + proc.stderr
+    for path in sweep.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_submitit_local_launcher(tmp_path):
+    multirun(tmp_path, "damping=0.3,0.5", "hydra/launcher=submitit_local", "tracker=none")
+    sweep = tmp_path / "sweep"
+    for i in range(2):
+        assert json.loads((sweep / str(i) / "metrics.json").read_text())["methods"]["hipporag2"]["n_queries"] == 20
+    assert (sweep / "report.md").is_file()
+
+
+def test_experiment_presets_compose():
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        for name, knob, values in [("damping_sweep", "damping", "0.3,0.5,0.7,0.85"),
+                                   ("passage_node_weight", "passage_node_weight", "0.01,0.05,0.1,0.3,0.5"),
+                                   ("linking_top_k", "linking_top_k", "3,5,10")]:
+            cfg = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
+            assert str(cfg.hydra.sweeper.params[knob]) == values
