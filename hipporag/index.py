@@ -22,6 +22,7 @@ from .embed import EmbeddingCache
 from .knobs import INDEX_KNOBS
 from .graph import build_graph, prepare_graph_inputs
 from .openie import Extractor, OpenIEStats, run_openie, valid_triples
+from .synonymy import SynonymyStore
 from .textnorm import text_hash
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class IndexReport:
     openie: OpenIEStats | None = None
     embedding_hits: int = 0
     embedding_misses: int = 0
+    synonymy: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
 
 
@@ -117,10 +119,20 @@ def _build_index_locked(passages, extractor, embedder, params, cache_dir: Path, 
     if not graph_dir.exists():
         with building(graph_dir) as tmp:
             if tmp is not None:
+                synonymy = None
+                if params["synonymy_edges"] and inputs.entities:
+                    t_syn = time.perf_counter()
+                    store = SynonymyStore(cache_dir, embedder.identity, params["synonymy_threshold"])
+                    synonymy = store.pairs(inputs.entities, lambda texts: embed.embed(texts, what="entities"),
+                                           int(params["synonymy_topk"]))
+                    report.timings["synonymy_s"] = time.perf_counter() - t_syn
+                    report.synonymy = dict(store.last_stats)
+                    store.close()
                 graph, stats = build_graph(
                     passages, inputs, entity_vecs if len(inputs.entities) else None,
                     synonymy_threshold=params["synonymy_threshold"], synonymy_topk=params["synonymy_topk"],
                     synonymy_edges=params["synonymy_edges"], directed=bool(params.get("directed", False)),
+                    synonymy=synonymy,
                 )
                 graph.write_pickle(str(tmp / "graph.pickle"))
                 atomic_write_json(tmp / "stats.json", asdict(stats))

@@ -14,8 +14,8 @@ INDEX_KNOBS = ("synonymy_threshold", "synonymy_topk", "synonymy_edges", "directe
 # Change only retrieval, reading or scoring: never the index.
 QUERY_KNOBS = (
     "damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "retrieval_top_k", "qa_top_k",
-    "filter", "passage_nodes", "node_specificity", "linking", "ppr_engine", "fail_on_llm_error",
-    "filter_snap_cutoff",
+    "filter", "passage_nodes", "node_specificity", "linking", "ppr_engine", "ppr_device", "fail_on_llm_error",
+    "filter_snap_cutoff", "filter_prompt",
 )
 
 

@@ -32,6 +32,7 @@ class Generation:
     input_tokens: int = 0
     output_tokens: int = 0
     cached: bool = False
+    error: str | None = None  # set when the backend gave up on this request; never cached
 
 
 def smollm2_dir() -> Path:
@@ -149,12 +150,13 @@ class CachedLLM:
             usage.seconds += time.perf_counter() - t0
             self.store.put_many({
                 keys[i]: json.dumps({"text": g.text, "input_tokens": g.input_tokens, "output_tokens": g.output_tokens}).encode()
-                for i, g in zip(missing, new)
+                for i, g in zip(missing, new) if g.error is None
             })
             for i, g in zip(missing, new):
                 results[i] = g
                 usage.input_tokens += g.input_tokens
                 usage.output_tokens += g.output_tokens
+                usage.errors += g.error is not None
         return results  # type: ignore[return-value]
 
 
@@ -162,7 +164,19 @@ def build_llm(cfg, cache_dir: Path) -> CachedLLM:
     if cfg.backend == "transformers":
         backend = TransformersChatLLM(model=cfg.model, gguf_file=cfg.get("gguf_file"),
                                       batch_size=cfg.get("batch_size", 8), device=cfg.get("device", "auto"))
+    elif cfg.backend == "openai":
+        from .llm_openai import OpenAIChatLLM
+
+        backend = OpenAIChatLLM(model=cfg.model, base_url=cfg.get("base_url"), api_key_env=cfg.get("api_key_env", "OPENAI_API_KEY"),
+                                max_concurrency=cfg.get("max_concurrency", 8), timeout=cfg.get("timeout", 120),
+                                max_retries=cfg.get("max_retries", 5))
+    elif cfg.backend == "vllm":
+        from .llm_vllm import VLLMChatLLM
+
+        backend = VLLMChatLLM(model=cfg.model, tensor_parallel_size=cfg.get("tensor_parallel_size", 1),
+                              gpu_memory_utilization=cfg.get("gpu_memory_utilization", 0.9),
+                              max_model_len=cfg.get("max_model_len"), dtype=cfg.get("dtype", "auto"))
     else:
-        raise ValueError(f"unknown llm backend {cfg.backend!r} (known: transformers)")
+        raise ValueError(f"unknown llm backend {cfg.backend!r} (known: transformers, openai, vllm)")
     decoding = {"max_new_tokens": cfg.get("max_new_tokens", 64), "temperature": cfg.get("temperature", 0.0)}
     return CachedLLM(backend, cache_dir, decoding)

@@ -21,7 +21,7 @@ from .methods.base import Ranking
 METHOD_KNOBS = {
     "dense": (),
     "hipporag2": ("damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "filter", "passage_nodes",
-                  "node_specificity", "linking", "directed", "ppr_engine", "filter_snap_cutoff", "llm"),
+                  "node_specificity", "linking", "directed", "ppr_engine", "filter_snap_cutoff", "filter_prompt", "llm"),
 }
 
 

@@ -78,3 +78,33 @@ def test_synonymy_keeps_at_most_101_neighbours():
     for i, _ in pairs:
         per_node[i] = per_node.get(i, 0) + 1
     assert set(per_node.values()) == {101}
+
+
+def test_incremental_synonymy_equals_a_full_build(tmp_path):
+    from hipporag.synonymy import SynonymyStore
+
+    rng = np.random.default_rng(3)
+    centers = rng.normal(size=(30, 16))
+    vecs = np.repeat(centers, 8, axis=0) + 0.25 * rng.normal(size=(240, 16))  # clusters: many pairs >= 0.8
+    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    names = [f"entity {i}" for i in range(240)]
+    names[5] = "ab"  # too short to get synonyms of its own
+    vec_of = dict(zip(names, vecs))
+    embed = lambda texts: np.stack([vec_of[t] for t in texts])
+    full = synonymy_neighbours(vecs, names, threshold=0.8, topk=2047)
+    assert len(full) > 200
+
+    order = rng.permutation(240)
+    first, later = [names[i] for i in order[:200]], [names[i] for i in order[200:]]
+    store = SynonymyStore(tmp_path, {"model": "test"}, 0.8)
+    store.update(first, embed)
+    assert store.last_stats["added"] == 200
+    store.update(first + later, embed)  # the corpus grew by 20 %: only the new entities are compared
+    assert store.last_stats == {**store.last_stats, "universe": 200, "added": 40}
+    incremental = store.pairs(names, embed, topk=2047)
+    assert store.last_stats["added"] == 0
+    assert incremental.keys() == full.keys()
+    assert all(abs(incremental[k] - full[k]) < 1e-5 for k in full)
+    # a smaller corpus reuses the same store, restricted to its own entities
+    part = names[:100]
+    assert store.pairs(part, embed, topk=2047).keys() == synonymy_neighbours(vecs[:100], part, 0.8, 2047).keys()

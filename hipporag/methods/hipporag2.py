@@ -34,6 +34,36 @@ class HippoRAG2Retriever:
 
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         p = ctx.params
+        index = ctx.index
+        dense, resets, diags, t_link, t_filter = self._seed(ctx, queries)
+        t0 = time.perf_counter()
+        graph_rows = [qi for qi, d in enumerate(diags) if not d["fallback"]]
+        ppr = {}
+        if graph_rows:
+            scores = personalized_pagerank(index.graph, resets[graph_rows], damping=float(p["damping"]),
+                                           directed=bool(p.get("directed", False)), engine=p.get("ppr_engine", "batched"),
+                                           device=p.get("ppr_device", "auto"))
+            ppr = dict(zip(graph_rows, scores[:, index.n_entities:]))
+        t_ppr = time.perf_counter() - t0
+
+        out = []
+        for qi, diag in enumerate(diags):
+            row = ppr[qi] if qi in ppr else dense[qi]
+            order = rank_desc(row)
+            out.append(Ranking(order=order, scores=row[order], diagnostics=diag))
+        n = max(len(queries), 1)
+        for r in out:
+            r.diagnostics["timing_ms"] = {"linking": 1e3 * t_link / n, "filter": 1e3 * t_filter / n, "ppr": 1e3 * t_ppr / n}
+        return out
+
+    def seed_vectors(self, ctx: RetrievalContext, queries: list[Query]) -> np.ndarray:
+        """The PPR personalisation vectors of the queries that do not fall back (for benchmarks)."""
+        _, resets, diags, _, _ = self._seed(ctx, queries)
+        return resets[[qi for qi, d in enumerate(diags) if not d["fallback"]]]
+
+    def _seed(self, ctx: RetrievalContext, queries: list[Query]):
+        """Dense scores, reset vectors (queries × nodes) and per-query diagnostics, before PPR."""
+        p = ctx.params
         if p.get("linking", "query_to_triple") not in SUPPORTED_LINKING:
             raise ValueError(f"linking={p['linking']!r} is not implemented yet (supported: {SUPPORTED_LINKING})")
         index = ctx.index
@@ -94,21 +124,4 @@ class HippoRAG2Retriever:
                 diag["fallback"] = True
                 diag["fallback_reason"] = "no seed in the graph"
 
-        t0 = time.perf_counter()
-        graph_rows = [qi for qi, d in enumerate(diags) if not d["fallback"]]
-        ppr = {}
-        if graph_rows:
-            scores = personalized_pagerank(index.graph, resets[graph_rows], damping=float(p["damping"]),
-                                           directed=bool(p.get("directed", False)), engine=p.get("ppr_engine", "igraph"))
-            ppr = dict(zip(graph_rows, scores[:, index.n_entities:]))
-        t_ppr = time.perf_counter() - t0
-
-        out = []
-        for qi, diag in enumerate(diags):
-            row = ppr[qi] if qi in ppr else dense[qi]
-            order = rank_desc(row)
-            out.append(Ranking(order=order, scores=row[order], diagnostics=diag))
-        n = max(len(queries), 1)
-        for r in out:
-            r.diagnostics["timing_ms"] = {"linking": 1e3 * t_link / n, "filter": 1e3 * t_filter / n, "ppr": 1e3 * t_ppr / n}
-        return out
+        return dense, resets, diags, t_link, t_filter

@@ -28,6 +28,7 @@ class Extraction:
     triples: list[list[str]]
     error: str | None = None
     raw: str | None = None
+    transient: bool = False  # a backend failure (network, server): not cached, retried on the next run
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self)).encode()
@@ -90,7 +91,7 @@ def run_openie(
         for start in range(0, len(todo), batch_size):
             batch = todo[start : start + batch_size]
             out = extractor.extract([passages[i] for i in batch])
-            store.put_many({keys[i]: e.to_bytes() for i, e in zip(batch, out)})
+            store.put_many({keys[i]: e.to_bytes() for i, e in zip(batch, out) if not e.transient})
             for i, e in zip(batch, out):
                 results[keys[i]] = e
             stats.extracted += len(batch)
@@ -105,9 +106,15 @@ def run_openie(
     return ordered, stats
 
 
-def build_extractor(cfg) -> Extractor:
-    """The extractor named by the `extractor` config group."""
+def build_extractor(cfg, llm=None) -> Extractor:
+    """The extractor named by the `extractor` config group (`llm`: the run's CachedLLM, for extractor=llm)."""
     name = cfg.name
+    if name == "llm":
+        from .llm_extractor import LLMExtractor
+
+        if llm is None:
+            raise ValueError("extractor=llm needs an LLM (the llm= config group)")
+        return LLMExtractor(llm, max_new_tokens=cfg.get("max_new_tokens", 512))
     if name == "spacy":
         from .spacy_extractor import SpacyExtractor
 
@@ -116,6 +123,6 @@ def build_extractor(cfg) -> Extractor:
         from .imported import ImportedExtractor
 
         missing = cfg.get("missing", "error")
-        fallback = build_extractor(cfg.fallback) if missing == "extract" else None
+        fallback = build_extractor(cfg.fallback, llm) if missing == "extract" else None
         return ImportedExtractor(cfg.get("path"), missing=missing, fallback=fallback)
-    raise ValueError(f"unknown extractor {name!r} (known: spacy, imported)")
+    raise ValueError(f"unknown extractor {name!r} (known: spacy, imported, llm)")

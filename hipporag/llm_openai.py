@@ -1,0 +1,72 @@
+"""Any OpenAI-compatible chat endpoint (OpenAI, a vLLM server, llama.cpp, TGI ...) through the `openai` client.
+
+The base URL is honoured as given; the API key comes from the environment only (`api_key_env`, default
+OPENAI_API_KEY; a local server without auth needs none). Requests run in a bounded thread pool, each
+with a timeout and retries with exponential backoff on transient errors (connection, timeout, 429,
+5xx). A request that still fails returns a Generation with `error` set: counted, never cached, and the
+batch goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+from tqdm.auto import tqdm
+
+from .llm import Generation
+
+log = logging.getLogger(__name__)
+
+
+def _transient(exc: BaseException) -> bool:
+    import openai
+
+    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError)):
+        return True
+    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+
+
+class OpenAIChatLLM:
+    def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 max_concurrency: int = 8, timeout: float = 120, max_retries: int = 5):
+        import openai
+
+        key = os.environ.get(api_key_env)
+        if not key:
+            if base_url is None or "api.openai.com" in base_url:
+                raise RuntimeError(f"llm=openai against the OpenAI API needs an API key in ${api_key_env}")
+            key = "no-key"  # local OpenAI-compatible servers usually accept anything
+        self.model = model
+        self.base_url = base_url
+        self.max_concurrency = max_concurrency
+        self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
+        self.identity = {"backend": "openai", "model": model, "base_url": base_url}
+        self._call = retry(
+            retry=retry_if_exception(_transient), stop=stop_after_attempt(max_retries + 1),
+            wait=wait_exponential(multiplier=0.5, max=30), reraise=True,
+        )(self._call_once)
+
+    def _call_once(self, messages, max_new_tokens: int, temperature: float) -> Generation:
+        response = self.client.chat.completions.create(
+            model=self.model, messages=messages, max_tokens=max_new_tokens, temperature=temperature,
+        )
+        usage = response.usage
+        return Generation(text=(response.choices[0].message.content or "").strip(),
+                          input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                          output_tokens=getattr(usage, "completion_tokens", 0) or 0)
+
+    def _safe(self, messages, max_new_tokens, temperature) -> Generation:
+        try:
+            return self._call(messages, max_new_tokens, temperature)
+        except Exception as e:  # after retries: record, do not abort the batch
+            log.warning("LLM request failed for good: %s: %s", type(e).__name__, e)
+            return Generation(text="", error=f"{type(e).__name__}: {e}")
+
+    def generate(self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0,
+                 desc: str = "LLM") -> list[Generation]:
+        with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            futures = [pool.submit(self._safe, c, max_new_tokens, temperature) for c in conversations]
+            return [f.result() for f in tqdm(futures, desc=desc, unit="request")]

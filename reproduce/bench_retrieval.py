@@ -1,0 +1,205 @@
+"""PPR engines side by side: igraph PRPACK per query (the official way) vs the batched engine.
+
+    HIPPORAG_DATA_DIR=../shared/datasets python reproduce/bench_retrieval.py [--write] [--synthetic-queries 1000]
+
+(a) musique_train's real graph (official GPT-3.5 OpenIE, MiniLM synonymy) with its 100 queries' real
+    HippoRAG 2 seed vectors;
+(b) a synthetic graph of 100,000 passages and ~1,000,000 entities whose per-passage entity counts, entity
+    reuse, fact and synonymy edge rates follow musique_train's, with 1,000 HippoRAG-2-shaped seed vectors
+    (5 entity seeds + dense passage weights × 0.05). igraph runs on a sample of queries there, and its
+    total is extrapolated (labelled so).
+Prints one table (markdown); `--write` puts it into reproduce/PERFORMANCE.md between the markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import igraph as ig
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hipporag.ppr import TransitionMatrix, batched_ppr, igraph_ppr  # noqa: E402
+
+START, END = "<!-- bench_retrieval:start -->", "<!-- bench_retrieval:end -->"
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def musique_case(data: Path):
+    """The real graph and the real seed vectors of the 100 musique_train queries (no filter)."""
+    from omegaconf import OmegaConf
+
+    from hipporag.data import load_dataset
+    from hipporag.embed import EmbeddingCache, build_embedder
+    from hipporag.index import build_index
+    from hipporag.methods import RetrievalContext
+    from hipporag.methods.hipporag2 import HippoRAG2Retriever
+    from hipporag.openie import build_extractor
+
+    cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
+    cache = Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache"))
+    ds = load_dataset(OmegaConf.create({"source": "data_dir", "name": "musique_train", "data_dir": str(data),
+                                        "questions": "musique_train/musique_train.json",
+                                        "corpus": "musique_train/musique_train_corpus.json"}))
+    openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
+    extractor = build_extractor(OmegaConf.create({"name": "imported", "path": str(openie)}))
+    embedder = build_embedder(OmegaConf.load(ROOT / "conf" / "embedder" / "minilm.yaml"))
+    params = {k: cfg[k] for k in ("synonymy_threshold", "synonymy_topk", "synonymy_edges", "directed", "damping",
+                                  "passage_node_weight", "linking_top_k", "filter", "passage_nodes", "node_specificity")}
+    index, _ = build_index(ds.passage_texts(), extractor, embedder, params, cache)
+    ctx = RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), params=params)
+    resets = HippoRAG2Retriever().seed_vectors(ctx, ds.queries)
+    return index.graph, resets, index.n_entities
+
+
+def synthetic_case(n_passages: int, n_queries: int, seed: int = 0):
+    """A graph with musique_train's shape at 100k passages / ~1M entities, and HippoRAG-2-like resets."""
+    rng = np.random.default_rng(seed)
+    per_passage = rng.poisson(11.0, n_passages).clip(1, 60)  # musique: 10.5 entities per passage
+    mentions = int(per_passage.sum())
+    # entity reuse by preferential attachment: new entity with p, else the entity of a random earlier mention
+    p_new = 0.83
+    ent = np.empty(mentions, dtype=np.int64)
+    is_new = rng.random(mentions) < p_new
+    is_new[0] = True
+    new_ids = np.cumsum(is_new) - 1
+    picks = (rng.random(mentions) * np.arange(mentions)).astype(np.int64)
+    for i in range(mentions):  # sequential by construction (attach to earlier mentions)
+        ent[i] = new_ids[i] if is_new[i] else ent[picks[i]]
+    n_ent = int(ent.max()) + 1
+    passage_of = np.repeat(np.arange(n_passages), per_passage)
+    # passage edges (entity, passage) once; fact pairs inside passages, stored twice (as officially)
+    pe = np.unique(np.stack([passage_of, ent], 1), axis=0)
+    src = [n_ent + pe[:, 0]]
+    dst = [pe[:, 1]]
+    w = [np.ones(len(pe))]
+    starts = np.concatenate([[0], np.cumsum(per_passage)[:-1]])
+    n_facts = rng.poisson(8.7, n_passages)  # musique: ~8.7 entity pairs per passage
+    a = starts.repeat(n_facts) + (rng.random(n_facts.sum()) * per_passage.repeat(n_facts)).astype(np.int64)
+    b = starts.repeat(n_facts) + (rng.random(n_facts.sum()) * per_passage.repeat(n_facts)).astype(np.int64)
+    fa, fb = ent[a], ent[b]
+    keep = fa != fb
+    fa, fb = fa[keep], fb[keep]
+    src += [fa, fb]
+    dst += [fb, fa]
+    w += [np.ones(len(fa)), np.ones(len(fa))]
+    n_syn = int(0.44 * n_ent)  # musique: 0.88 directed synonymy pairs per entity
+    sa, sb = rng.integers(0, n_ent, n_syn), rng.integers(0, n_ent, n_syn)
+    keep = sa != sb
+    sw = rng.uniform(0.8, 1.0, keep.sum())
+    src += [sa[keep], sb[keep]]
+    dst += [sb[keep], sa[keep]]
+    w += [sw, sw]
+    edges = np.stack([np.concatenate(src), np.concatenate(dst)], 1)
+    g = ig.Graph(n=n_ent + n_passages, edges=edges, directed=False)
+    g.es["weight"] = np.concatenate(w).tolist()
+    resets = np.zeros((n_queries, g.vcount()), dtype=np.float64)
+    for q in range(n_queries):
+        seeds = rng.integers(0, n_ent, 5)
+        resets[q, seeds] = rng.uniform(0.05, 1.0, 5) / rng.integers(1, 4, 5)
+    resets[:, n_ent:] = rng.random((n_queries, n_passages)) * 0.05
+    return g, resets, n_ent
+
+
+def compare(name: str, graph: ig.Graph, resets: np.ndarray, n_ent: int, sample: int | None, device: str | None) -> dict:
+    q = len(resets)
+    rows = np.arange(q) if sample is None else np.linspace(0, q - 1, sample).astype(int)
+    t0 = time.perf_counter()
+    ref = igraph_ppr(graph, resets[rows], damping=0.5)
+    t_igraph = (time.perf_counter() - t0) * q / len(rows)
+    t0 = time.perf_counter()
+    T = TransitionMatrix.from_graph(graph)
+    t_build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ours = batched_ppr(T, resets, damping=0.5)
+    t_cpu = time.perf_counter() - t0
+    out = {"case": name, "nodes": graph.vcount(), "edges": graph.ecount(), "queries": q,
+           "igraph_s": t_igraph, "igraph_extrapolated": sample is not None, "igraph_sample": len(rows),
+           "matrix_build_s": t_build, "batched_cpu_s": t_cpu, "speedup_cpu": t_igraph / t_cpu}
+    diff = np.abs(ours[rows] - ref)
+    out["max_abs_diff"] = float(diff.max())
+    top = lambda m: [tuple(np.argsort(-r[n_ent:], kind="stable")[:5]) for r in m]
+    out["top5_identical"] = float(np.mean([a == b for a, b in zip(top(ours[rows]), top(ref))]))
+    if device and device != "cpu":
+        import torch
+
+        batched_ppr(T, resets[:8], damping=0.5, device=device)  # warm-up
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        gpu = batched_ppr(T, resets, damping=0.5, device=device)
+        torch.cuda.synchronize()
+        out["batched_gpu_s"] = time.perf_counter() - t0
+        out["speedup_gpu"] = t_igraph / out["batched_gpu_s"]
+        out["max_abs_diff_gpu"] = float(np.abs(gpu[rows] - ref).max())
+    out["peak_rss_gib"] = peak_rss_gib()
+    return out
+
+
+def table(results: list[dict]) -> str:
+    has_gpu = any("batched_gpu_s" in r for r in results)
+    head = ["case", "nodes", "edges", "queries", "igraph loop (s)", "batched CPU (s)", "speedup CPU"]
+    head += ["batched GPU (s)", "speedup GPU"] if has_gpu else []
+    head += ["max abs Δscore", "identical top-5", "peak RSS (GiB)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        ig_s = f"{r['igraph_s']:.1f}" + (f" (extrapolated from {r['igraph_sample']})" if r["igraph_extrapolated"] else "")
+        cells = [r["case"], f"{r['nodes']:,}", f"{r['edges']:,}", f"{r['queries']:,}", ig_s,
+                 f"{r['batched_cpu_s']:.2f}", f"{r['speedup_cpu']:.1f}×"]
+        if has_gpu:
+            cells += [f"{r['batched_gpu_s']:.2f}", f"{r['speedup_gpu']:.1f}×"] if "batched_gpu_s" in r else ["-", "-"]
+        cells += [f"{r['max_abs_diff']:.1e}", f"{100 * r['top5_identical']:.0f} %", f"{r['peak_rss_gib']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--synthetic-passages", type=int, default=100_000)
+    ap.add_argument("--synthetic-queries", type=int, default=1000)
+    ap.add_argument("--igraph-sample", type=int, default=10, help="queries timed with igraph on the synthetic graph")
+    ap.add_argument("--skip-musique", action="store_true")
+    ap.add_argument("--device", default="auto", help="GPU column: auto (when CUDA is present), cuda, or none")
+    ap.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = ap.parse_args()
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else None
+    results = []
+    if not args.skip_musique:
+        data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
+        g, resets, n_ent = musique_case(data)
+        results.append(compare("musique_train (real)", g, resets, n_ent, None, device))
+        print(table(results), flush=True)
+    t0 = time.perf_counter()
+    g, resets, n_ent = synthetic_case(args.synthetic_passages, args.synthetic_queries)
+    print(f"synthetic graph built in {time.perf_counter() - t0:.0f} s: {g.vcount():,} nodes "
+          f"({n_ent:,} entities), {g.ecount():,} edges", flush=True)
+    results.append(compare("synthetic 100k passages", g, resets, n_ent, args.igraph_sample, device))
+    text = table(results)
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    if args.write:
+        path = ROOT / "reproduce" / "PERFORMANCE.md"
+        doc = path.read_text()
+        head, rest = doc.split(START, 1)
+        _, tail = rest.split(END, 1)
+        path.write_text(f"{head}{START}\n{text}\n{END}{tail}")
+
+
+if __name__ == "__main__":
+    main()

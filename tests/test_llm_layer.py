@@ -1,0 +1,166 @@
+"""The LLM layer against a real local OpenAI-compatible server serving SmolLM2, and the other backends."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from openai_server import start  # noqa: E402
+
+from hipporag.data import Query  # noqa: E402
+from hipporag.llm import CachedLLM, TransformersChatLLM  # noqa: E402
+from hipporag.llm_openai import OpenAIChatLLM  # noqa: E402
+from hipporag.openie import run_openie  # noqa: E402
+from hipporag.openie.llm_extractor import LLMExtractor  # noqa: E402
+from hipporag.qa import read  # noqa: E402
+from hipporag.recognition import load_dspy_prompt, parse_fact_list, recognition_filter, snap_to_candidates  # noqa: E402
+
+PASSAGES = [
+    "Ilse Varga\nIlse Varga was a glassmaker. She was born in Saltmarsh in 1838.",
+    "Alder Glassworks\nAlder Glassworks is a glass factory in Port Alder. It was founded by Ilse Varga.",
+    "Saltmarsh\nSaltmarsh is a market town on the eastern coast of Kestrel Island.",
+]
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv, models = start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1", models
+    srv.shutdown()
+
+
+def client(base_url, tmp_path, **kw):
+    return CachedLLM(OpenAIChatLLM(model="smollm2", base_url=base_url, max_retries=kw.pop("max_retries", 3), **kw), tmp_path)
+
+
+def test_openai_client_end_to_end_with_cache(server, tmp_path):
+    base_url, models = server
+    llm = client(base_url, tmp_path)
+    extractor = LLMExtractor(llm, max_new_tokens=64)
+    results, stats = run_openie(PASSAGES, extractor, tmp_path)
+    assert stats.extracted == 3
+    for r in results:  # every passage either yields triples or records why not, with the raw response
+        assert r.triples or (r.error and r.raw)
+        assert all(len(t) == 3 for t in r.triples)
+    after_openie = models.requests
+    assert after_openie == 6  # NER + triples per passage
+
+    queries = [Query(id="q1", question="Where was the founder of Alder Glassworks born?", gold_answers=["Saltmarsh"])]
+    candidates = [[("alder glassworks", "founded by", "ilse varga"), ("ilse varga", "born in", "saltmarsh"),
+                   ("saltmarsh", "is", "market town")]]
+    params = {"linking_top_k": 5, "filter_max_new_tokens": 64}
+    [kept] = recognition_filter("llm", queries, candidates, llm, params)
+    assert kept.error or set(kept.facts) <= set(candidates[0])
+    raw, answers = read(llm, queries, [PASSAGES[:2]], _reader_cfg(), stage="reader")
+    assert isinstance(answers[0], str) and raw[0]
+    assert models.requests == after_openie + 2
+    usage = {stage: vars(u) for stage, u in llm.usage.items()}
+    assert usage["openie/ner"]["input_tokens"] > 0 and usage["reader"]["output_tokens"] > 0
+
+    # the same requests again: all from the cache, the server sees nothing
+    llm2 = client(base_url, tmp_path)
+    run_openie(PASSAGES, LLMExtractor(llm2, max_new_tokens=64), tmp_path / "other-openie-cache")
+    recognition_filter("llm", queries, candidates, llm2, params)
+    read(llm2, queries, [PASSAGES[:2]], _reader_cfg(), stage="reader")
+    assert models.requests == after_openie + 2
+    assert all(u.cache_hits == u.calls for u in llm2.usage.values())
+
+
+def _reader_cfg():
+    from omegaconf import OmegaConf
+
+    return OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "reader" / "default.yaml")
+
+
+def test_transient_errors_are_retried(server, tmp_path):
+    base_url, models = server
+    models.fail_next = 2
+    before = models.requests
+    llm = client(base_url, tmp_path, max_retries=3)
+    [g] = llm.generate([[{"role": "user", "content": "Say hi."}]], stage="t", max_new_tokens=8)
+    assert g.error is None and g.text
+    assert models.requests - before == 3 and llm.usage["t"].errors == 0
+
+
+def test_persistent_failure_is_counted_and_not_cached(server, tmp_path):
+    base_url, models = server
+    models.fail_next = 4
+    llm = client(base_url, tmp_path, max_retries=1)
+    conv = [[{"role": "user", "content": "Say hello."}]]
+    [g] = llm.generate(conv, stage="t", max_new_tokens=8)
+    assert g.error and "503" in g.error or "InternalServerError" in (g.error or "")
+    assert llm.usage["t"].errors == 1
+    models.fail_next = 0
+    [g2] = llm.generate(conv, stage="t", max_new_tokens=8)
+    assert g2.error is None and not g2.cached  # the failure was not cached: asked again
+
+
+def test_openai_embedder_honours_base_url(server):
+    base_url, _ = server
+    from hipporag.embed import OpenAIEmbedder, SentenceTransformerEmbedder
+
+    remote = OpenAIEmbedder(model="all-MiniLM-L6-v2", base_url=base_url, batch_size=2)
+    local = SentenceTransformerEmbedder(device="cpu")
+    texts = ["Port Alder", "a glass factory", "Kestrel Island"]
+    a, b = remote.encode(texts), local.encode(texts)
+    assert a.shape == b.shape and np.allclose((a * b).sum(axis=1), 1.0, atol=1e-4)
+    assert remote.identity["base_url"] == base_url
+
+
+def test_api_key_only_from_environment(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(RuntimeError, match=r"needs an API key in \$OPENAI_API_KEY"):
+        OpenAIChatLLM(model="gpt-4o-mini")
+    monkeypatch.setenv("MY_KEY", "sk-abc")
+    llm = OpenAIChatLLM(model="gpt-4o-mini", api_key_env="MY_KEY")
+    assert "sk-abc" not in json.dumps(llm.identity)
+
+
+def test_transformers_backend_on_the_gguf_model():
+    llm = TransformersChatLLM(model="smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", batch_size=2)
+    out = llm.generate([[{"role": "user", "content": "What is the capital of France? One word."}],
+                        [{"role": "user", "content": "Name a colour."}]], max_new_tokens=12)
+    assert len(out) == 2 and all(g.text and g.output_tokens > 0 and g.input_tokens > 0 for g in out)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (optional extra [vllm], needs a GPU)")
+def test_vllm_backend():  # pragma: no cover - runs only where vLLM is installed
+    from hipporag.llm_vllm import VLLMChatLLM
+
+    llm = VLLMChatLLM(model="HuggingFaceTB/SmolLM2-135M-Instruct", gpu_memory_utilization=0.3)
+    [g] = llm.generate([[{"role": "user", "content": "Say hi."}]], max_new_tokens=8)
+    assert g.text and g.output_tokens > 0
+
+
+def test_vllm_missing_is_a_clear_error():
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed")
+    from hipporag.llm_vllm import VLLMChatLLM
+
+    with pytest.raises(RuntimeError, match=r"pip install 'hipporag-harness\[vllm\]'"):
+        VLLMChatLLM(model="x")
+
+
+def test_dspy_prompt_file_and_official_snapping(tmp_path):
+    saved = {"prog": {"system": "Pick the facts that answer the question.", "demos": [
+        {"question": "Where was Ada born?", "fact_before_filter": json.dumps({"fact": [["ada", "born in", "marlow"], ["bo", "is", "cat"]]}),
+         "fact_after_filter": json.dumps({"fact": [["ada", "born in", "marlow"]]})}]}}
+    path = tmp_path / "filter.json"
+    path.write_text(json.dumps(saved))
+    messages = load_dspy_prompt(str(path))
+    assert messages[0] == {"role": "system", "content": "Pick the facts that answer the question."}
+    assert "[[ ## fact_before_filter ## ]]" in messages[1]["content"] and messages[2]["role"] == "assistant"
+    response = '[[ ## fact_after_filter ## ]]\n{"fact": [["marlow", "lies on", "elm"], ["ada", "born", "marlow"]]}\n\n[[ ## completed ## ]]'
+    facts = parse_fact_list(response)
+    cands = [("ada", "born in", "marlow"), ("marlow", "lies on", "river elm"), ("x", "y", "z")]
+    # snapped in the order returned (official), to the closest candidate
+    assert snap_to_candidates(facts, cands, cutoff=0.0) == [cands[1], cands[0]]
+    assert snap_to_candidates(facts, cands, cutoff=0.0, limit=1) == [cands[1]]
+    with pytest.raises(ValueError, match="not a DSPy-saved filter prompt"):
+        bad = tmp_path / "bad.json"
+        bad.write_text("{}")
+        load_dspy_prompt(str(bad))
