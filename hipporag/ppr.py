@@ -16,6 +16,7 @@ Iteration stops when every query's L1 distance to the fixed point is provably be
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass
 
 import igraph as ig
@@ -23,6 +24,10 @@ import numpy as np
 import scipy.sparse as sp
 
 log = logging.getLogger(__name__)
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+
+# What the last batched call did (blocks, iterations per block, dtype): read by the benchmarks.
+last_run: dict = {}
 
 TARGET_ERROR = 1e-7  # bound on the L1 distance to the fixed point, hence on every node's error
 FLOAT32_MAX_DAMPING = 0.7  # above this the stopping change would sink below float32 noise: use float64
@@ -87,17 +92,22 @@ def _iterate(T: TransitionMatrix, V: np.ndarray, damping: float, tol: float, max
     with torch.sparse.check_sparse_tensor_invariants(False):
         P = torch.sparse_csr_tensor(torch.from_numpy(m.indptr), torch.from_numpy(m.indices),
                                     torch.from_numpy(m.data), size=m.shape).to(device=device, dtype=dtype)
-    dang = torch.from_numpy(T.dangling).to(device)
+    dang = torch.from_numpy(np.nonzero(T.dangling)[0]).to(device)
     Vt = torch.from_numpy(V).to(device=device, dtype=dtype)
     X = Vt.clone()
     iterations = 0
+    check_every = 3  # the L1 change costs a pass over the block: look every few iterations
     for iterations in range(1, max_iter + 1):
-        lost = X[dang].sum(dim=0)
-        new = damping * (P @ X) + (damping * lost + (1 - damping)) * Vt
-        change = (new - X).abs().sum(dim=0)
-        X = new
-        if bool((change < tol).all()):
-            break
+        coef = damping * X.index_select(0, dang).sum(dim=0) + (1 - damping)  # dangling mass + teleport, per query
+        new = P @ X
+        new.mul_(damping).addcmul_(Vt, coef.unsqueeze(0))
+        if iterations % check_every == 0 or iterations == max_iter:
+            done = bool(((new - X).abs_().sum(dim=0) < tol).all())
+            X = new
+            if done:
+                break
+        else:
+            X = new
     else:
         log.warning("PPR did not reach L1 change %.1e in %d iterations", tol, max_iter)
     return X.double().cpu().numpy(), iterations
@@ -105,8 +115,8 @@ def _iterate(T: TransitionMatrix, V: np.ndarray, damping: float, tol: float, max
 
 def batched_ppr(T: TransitionMatrix, resets: np.ndarray, damping: float = 0.5, tol: float | None = None,
                 max_iter: int = DEFAULT_MAX_ITER, device: str = "cpu", block: int | None = None,
-                dtype: str = "auto") -> np.ndarray:
-    """PPR scores (Q × N) for all reset vectors at once, in blocks of queries.
+                dtype: str = "auto", nodes: np.ndarray | None = None) -> np.ndarray:
+    """PPR scores (Q × N, or Q × len(nodes) when `nodes` is given) for all reset vectors, in query blocks.
 
     dtype 'auto': float32 (half the memory traffic) while damping <= 0.7, where the stopping rule stays
     above float32 noise; float64 otherwise. Either way every node is within TARGET_ERROR of the fixed point.
@@ -122,24 +132,31 @@ def batched_ppr(T: TransitionMatrix, resets: np.ndarray, damping: float = 0.5, t
     item = 4 if dtype == "float32" else 8
     if block is None:
         block = max(1, min(V.shape[1], BLOCK_MEMORY_BYTES // (4 * item * max(T.n, 1))))
-    out = np.empty((T.n, V.shape[1]))
+    out = np.empty((T.n if nodes is None else len(nodes), V.shape[1]))
+    last_run.clear()
+    last_run.update(dtype=dtype, block=block, iterations=[], device=device)
     for start in range(0, V.shape[1], block):
         part = np.ascontiguousarray(V[:, start : start + block])
         X, iters = _iterate(T, part, damping, tol, max_iter, device, torch_dtype)
-        out[:, start : start + block] = X / X.sum(axis=0, keepdims=True)
+        last_run["iterations"].append(iters)
+        X /= X.sum(axis=0, keepdims=True)
+        out[:, start : start + block] = X if nodes is None else X[nodes]
         log.debug("PPR block of %d queries: %d iterations", part.shape[1], iters)
     return out.T
 
 
-def igraph_ppr(graph: ig.Graph, resets: np.ndarray, damping: float = 0.5, directed: bool = False) -> np.ndarray:
-    """The reference: PRPACK once per query, as the official HippoRAG calls it."""
+def igraph_ppr(graph: ig.Graph, resets: np.ndarray, damping: float = 0.5, directed: bool = False,
+               nodes: np.ndarray | None = None) -> np.ndarray:
+    """The reference: PRPACK once per query, called as the official HippoRAG calls it (all vertices as a
+    range, the reset vector as a numpy array, edge weights)."""
     resets = _clean_resets(resets, graph.vcount())
-    out = np.empty_like(resets)
+    out = np.empty((len(resets), graph.vcount() if nodes is None else len(nodes)))
     for q, reset in enumerate(resets):
-        out[q] = graph.personalized_pagerank(
-            vertices=None, directed=directed, damping=damping, reset=reset.tolist(),
+        scores = np.asarray(graph.personalized_pagerank(
+            vertices=range(graph.vcount()), directed=directed, damping=damping, reset=reset,
             weights="weight", implementation="prpack",
-        )
+        ))
+        out[q] = scores if nodes is None else scores[nodes]
     return out
 
 
@@ -163,10 +180,10 @@ def resolve_device(requested: str | None) -> str:
 
 
 def personalized_pagerank(graph: ig.Graph, resets: np.ndarray, damping: float = 0.5, directed: bool = False,
-                          engine: str = "batched", device: str | None = "auto") -> np.ndarray:
-    """PPR scores of every node, one row per personalisation vector in `resets` (Q × N)."""
+                          engine: str = "batched", device: str | None = "auto", nodes: np.ndarray | None = None) -> np.ndarray:
+    """PPR scores, one row per personalisation vector in `resets`: of every node, or of `nodes` only."""
     if engine == "igraph":
-        return igraph_ppr(graph, resets, damping, directed)
+        return igraph_ppr(graph, resets, damping, directed, nodes)
     if engine == "batched":
-        return batched_ppr(transition_for(graph, directed), resets, damping, device=resolve_device(device))
+        return batched_ppr(transition_for(graph, directed), resets, damping, device=resolve_device(device), nodes=nodes)
     raise ValueError(f"unknown PPR engine {engine!r} (known: batched, igraph)")

@@ -26,10 +26,44 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from hipporag import ppr as ppr_module  # noqa: E402
 from hipporag.ppr import TransitionMatrix, batched_ppr, igraph_ppr  # noqa: E402
+from report_blocks import replace_block  # noqa: E402
 
 START, END = "<!-- bench_retrieval:start -->", "<!-- bench_retrieval:end -->"
+BOUND_START, BOUND_END = "<!-- bound:start -->", "<!-- bound:end -->"
+
+
+def memory_bandwidth_gbs(size_mb: int = 512, repeats: int = 5) -> float:
+    """Sustained copy bandwidth (read + write bytes per second), best of a few numpy copies."""
+    a = np.ones(size_mb * 2**20 // 8)
+    b = np.empty_like(a)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.copyto(b, a)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * a.nbytes / best / 1e9
+
+
+def bound(result: dict, T: TransitionMatrix, bandwidth_gbs: float) -> dict:
+    """Bytes one iteration must move at least: the CSR matrix (float values, int64 indices and row
+    pointers, as torch holds it) and three N × block passes (read X, read V, write the new block)."""
+    run = ppr_module.last_run
+    item = 4 if run["dtype"] == "float32" else 8
+    csr = T.matrix.nnz * (item + 8) + (T.n + 1) * 8
+    n_queries = result["queries"]
+    total = 0
+    for i, iters in enumerate(run["iterations"]):
+        width = min(run["block"], n_queries - i * run["block"])
+        total += iters * (csr + 3 * T.n * width * item)
+    result = {**result, "batched_cpu_s": result["batched_cpu_s"]}
+    seconds = total / (bandwidth_gbs * 1e9)
+    return {"bytes": total, "bound_s": seconds, "measured_s": result["batched_cpu_s"],
+            "fraction": seconds / result["batched_cpu_s"], "iterations": run["iterations"], "block": run["block"],
+            "csr_bytes": csr, "dtype": run["dtype"]}
 
 
 def peak_rss_gib() -> float:
@@ -60,7 +94,7 @@ def musique_case(data: Path):
     index, _ = build_index(ds.passage_texts(), extractor, embedder, params, cache)
     ctx = RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), params=params)
     resets = HippoRAG2Retriever().seed_vectors(ctx, ds.queries)
-    return index.graph, resets, index.n_entities
+    return index.graph, DenseResets(resets), index.n_entities
 
 
 def synthetic_case(n_passages: int, n_queries: int, seed: int = 0):
@@ -104,45 +138,86 @@ def synthetic_case(n_passages: int, n_queries: int, seed: int = 0):
     edges = np.stack([np.concatenate(src), np.concatenate(dst)], 1)
     g = ig.Graph(n=n_ent + n_passages, edges=edges, directed=False)
     g.es["weight"] = np.concatenate(w).tolist()
-    resets = np.zeros((n_queries, g.vcount()), dtype=np.float64)
-    for q in range(n_queries):
-        seeds = rng.integers(0, n_ent, 5)
-        resets[q, seeds] = rng.uniform(0.05, 1.0, 5) / rng.integers(1, 4, 5)
-    resets[:, n_ent:] = rng.random((n_queries, n_passages)) * 0.05
-    return g, resets, n_ent
+    return g, SyntheticResets(n_queries, n_ent, n_passages, seed), n_ent
 
 
-def compare(name: str, graph: ig.Graph, resets: np.ndarray, n_ent: int, sample: int | None, device: str | None) -> dict:
+class SyntheticResets:
+    """HippoRAG-2-shaped reset vectors, made block by block (1,000 dense rows of 1M nodes would be 8 GB)."""
+
+    def __init__(self, n_queries: int, n_ent: int, n_passages: int, seed: int):
+        self.n_queries, self.n_ent, self.n_passages, self.seed = n_queries, n_ent, n_passages, seed
+
+    def __len__(self) -> int:
+        return self.n_queries
+
+    def rows(self, idx) -> np.ndarray:
+        out = np.zeros((len(idx), self.n_ent + self.n_passages))
+        for r, q in enumerate(idx):
+            rng = np.random.default_rng((self.seed, int(q)))
+            out[r, rng.integers(0, self.n_ent, 5)] = rng.uniform(0.05, 1.0, 5) / rng.integers(1, 4, 5)
+            out[r, self.n_ent:] = rng.random(self.n_passages) * 0.05
+        return out
+
+
+class DenseResets(SyntheticResets):
+    def __init__(self, matrix: np.ndarray):
+        self.matrix = matrix
+        self.n_queries = len(matrix)
+
+    def rows(self, idx) -> np.ndarray:
+        return self.matrix[np.asarray(idx)]
+
+
+QUERY_BLOCK = 64  # queries whose dense reset rows exist at once
+
+
+def run_batched(T: TransitionMatrix, resets, passages: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, float, dict]:
+    """Passage scores of every query, in blocks; seconds spent inside the engine; engine stats."""
+    out = np.empty((len(resets), len(passages)))
+    seconds, iterations = 0.0, []
+    for start in range(0, len(resets), QUERY_BLOCK):
+        idx = np.arange(start, min(start + QUERY_BLOCK, len(resets)))
+        block = resets.rows(idx)
+        t0 = time.perf_counter()
+        out[idx] = batched_ppr(T, block, damping=0.5, nodes=passages, device=device)
+        seconds += time.perf_counter() - t0
+        iterations += ppr_module.last_run["iterations"]
+    stats = {**ppr_module.last_run, "iterations": iterations, "block": QUERY_BLOCK}
+    return out, seconds, stats
+
+
+def compare(name: str, graph: ig.Graph, resets, n_ent: int, sample: int | None, device: str | None) -> dict:
     q = len(resets)
+    passages = np.arange(n_ent, graph.vcount())
     rows = np.arange(q) if sample is None else np.linspace(0, q - 1, sample).astype(int)
+    ref_in = resets.rows(rows)
     t0 = time.perf_counter()
-    ref = igraph_ppr(graph, resets[rows], damping=0.5)
+    ref = igraph_ppr(graph, ref_in, damping=0.5, nodes=passages)
     t_igraph = (time.perf_counter() - t0) * q / len(rows)
     t0 = time.perf_counter()
     T = TransitionMatrix.from_graph(graph)
     t_build = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ours = batched_ppr(T, resets, damping=0.5)
-    t_cpu = time.perf_counter() - t0
+    batched_ppr(T, ref_in[:2], damping=0.5)  # warm-up (thread pools, allocator)
+    del ref_in
+    ours, t_cpu, run_stats = run_batched(T, resets, passages)
     out = {"case": name, "nodes": graph.vcount(), "edges": graph.ecount(), "queries": q,
            "igraph_s": t_igraph, "igraph_extrapolated": sample is not None, "igraph_sample": len(rows),
            "matrix_build_s": t_build, "batched_cpu_s": t_cpu, "speedup_cpu": t_igraph / t_cpu}
     diff = np.abs(ours[rows] - ref)
-    out["max_abs_diff"] = float(diff.max())
-    top = lambda m: [tuple(np.argsort(-r[n_ent:], kind="stable")[:5]) for r in m]
+    out["max_abs_diff"] = float(diff.max())  # over the passage nodes, which decide the ranking
+    top = lambda m: [tuple(np.argsort(-r, kind="stable")[:5]) for r in m]
     out["top5_identical"] = float(np.mean([a == b for a, b in zip(top(ours[rows]), top(ref))]))
     if device and device != "cpu":
         import torch
 
-        batched_ppr(T, resets[:8], damping=0.5, device=device)  # warm-up
+        batched_ppr(T, resets.rows(range(8)), damping=0.5, device=device)  # warm-up
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        gpu = batched_ppr(T, resets, damping=0.5, device=device)
-        torch.cuda.synchronize()
-        out["batched_gpu_s"] = time.perf_counter() - t0
+        gpu, out["batched_gpu_s"], _ = run_batched(T, resets, passages, device=device)
         out["speedup_gpu"] = t_igraph / out["batched_gpu_s"]
         out["max_abs_diff_gpu"] = float(np.abs(gpu[rows] - ref).max())
     out["peak_rss_gib"] = peak_rss_gib()
+    out["_run"] = run_stats
+    out["_T"] = T
     return out
 
 
@@ -168,7 +243,7 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--synthetic-passages", type=int, default=100_000)
     ap.add_argument("--synthetic-queries", type=int, default=1000)
-    ap.add_argument("--igraph-sample", type=int, default=10, help="queries timed with igraph on the synthetic graph")
+    ap.add_argument("--igraph-sample", type=int, default=5, help="queries timed with igraph on the synthetic graph")
     ap.add_argument("--skip-musique", action="store_true")
     ap.add_argument("--device", default="auto", help="GPU column: auto (when CUDA is present), cuda, or none")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
@@ -188,17 +263,29 @@ def main() -> None:
     g, resets, n_ent = synthetic_case(args.synthetic_passages, args.synthetic_queries)
     print(f"synthetic graph built in {time.perf_counter() - t0:.0f} s: {g.vcount():,} nodes "
           f"({n_ent:,} entities), {g.ecount():,} edges", flush=True)
-    results.append(compare("synthetic 100k passages", g, resets, n_ent, args.igraph_sample, device))
+    results.append(compare(f"synthetic {args.synthetic_passages:,} passages", g, resets, n_ent, args.igraph_sample, device))
     text = table(results)
     print(text)
+    bandwidth = memory_bandwidth_gbs()  # after the cases: its buffers must not count in their peak RSS
+    for r in results:
+        ppr_module.last_run.clear()
+        ppr_module.last_run.update(r.pop("_run"))
+        r["bound"] = bound(r, r.pop("_T"), bandwidth)
+    bound_lines = [f"Measured copy bandwidth on this machine: {bandwidth:.1f} GB/s (numpy, read + write).", "",
+                   "| case | dtype | block | iterations per block | bytes moved (GB) | bound (s) | measured (s) | measured / bound |",
+                   "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        b = r["bound"]
+        its = sorted(set(b["iterations"]))
+        bound_lines.append(f"| {r['case']} | {b['dtype']} | {b['block']} | {its[0]}–{its[-1]} | {b['bytes'] / 1e9:.1f} | "
+                           f"{b['bound_s']:.3f} | {b['measured_s']:.3f} | {1 / b['fraction']:.1f}× |")
+    bound_text = "\n".join(bound_lines)
+    print(bound_text)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     if args.write:
-        path = ROOT / "reproduce" / "PERFORMANCE.md"
-        doc = path.read_text()
-        head, rest = doc.split(START, 1)
-        _, tail = rest.split(END, 1)
-        path.write_text(f"{head}{START}\n{text}\n{END}{tail}")
+        replace_block(ROOT / "reproduce" / "PERFORMANCE.md", START, END, text)
+        replace_block(ROOT / "reproduce" / "PERFORMANCE.md", BOUND_START, BOUND_END, bound_text)
 
 
 if __name__ == "__main__":

@@ -94,3 +94,13 @@ def test_batched_engine_blocks_and_precisions_agree(graph):
     whole = batched_ppr(T, resets, block=9, dtype="float64", tol=1e-13)
     assert np.abs(batched_ppr(T, resets, block=2, dtype="float64", tol=1e-13) - whole).max() < 1e-12
     assert np.abs(batched_ppr(T, resets, dtype="float32") - whole).max() < 1e-6  # the auto choice at 0.5
+
+
+def test_selected_nodes_only(graph):
+    rng = np.random.default_rng(2)
+    resets = rng.random((4, 7))
+    nodes = np.array([3, 5, 6])
+    for engine in ("batched", "igraph"):
+        full = personalized_pagerank(graph, resets, engine=engine)
+        part = personalized_pagerank(graph, resets, engine=engine, nodes=nodes)
+        assert part.shape == (4, 3) and np.allclose(part, full[:, nodes])

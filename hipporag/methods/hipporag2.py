@@ -27,23 +27,33 @@ from .base import Ranking, RetrievalContext, min_max, rank_desc
 from .dense import dense_scores
 
 SUPPORTED_LINKING = ("query_to_triple",)
+RESET_BLOCK_BYTES = 1 << 27
 
 
 class HippoRAG2Retriever:
     name = "hipporag2"
 
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
+        """Rank in chunks of queries so that the dense reset block (queries × nodes) stays ~128 MB."""
+        chunk = max(1, RESET_BLOCK_BYTES // (8 * max(ctx.index.graph.vcount(), 1)))
+        out: list[Ranking] = []
+        for start in range(0, len(queries), chunk):
+            out.extend(self._retrieve_chunk(ctx, queries[start : start + chunk]))
+        return out
+
+    def _retrieve_chunk(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         p = ctx.params
         index = ctx.index
         dense, resets, diags, t_link, t_filter = self._seed(ctx, queries)
         t0 = time.perf_counter()
         graph_rows = [qi for qi, d in enumerate(diags) if not d["fallback"]]
+        passage_nodes = np.arange(index.n_entities, index.graph.vcount())
         ppr = {}
         if graph_rows:
             scores = personalized_pagerank(index.graph, resets[graph_rows], damping=float(p["damping"]),
                                            directed=bool(p.get("directed", False)), engine=p.get("ppr_engine", "batched"),
-                                           device=p.get("ppr_device", "auto"))
-            ppr = dict(zip(graph_rows, scores[:, index.n_entities:]))
+                                           device=p.get("ppr_device", "auto"), nodes=passage_nodes)
+            ppr = dict(zip(graph_rows, scores))
         t_ppr = time.perf_counter() - t0
 
         out = []
@@ -74,7 +84,10 @@ class HippoRAG2Retriever:
             fact_scores = min_max(ctx.query_vectors(queries, "query_to_fact") @ index.fact_vecs.T)
         else:
             fact_scores = np.zeros((len(queries), 0))
-        candidates = [np.argsort(row)[-k:][::-1] if len(row) else np.array([], dtype=int) for row in fact_scores]
+        # top linking_top_k facts per query, in one call over the whole query × fact matrix (the same
+        # per-row ordering as the official np.argsort(row)[-k:][::-1])
+        candidates = list(np.argsort(fact_scores, axis=1)[:, -k:][:, ::-1]) if fact_scores.shape[1] else \
+            [np.array([], dtype=int)] * len(queries)
         t_link = time.perf_counter() - t0
 
         t0 = time.perf_counter()
