@@ -162,7 +162,8 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
         if rankings is not None:
             log.info("Rankings (%s): loaded from cache", name)
         else:
-            rankings = get_method(name).retrieve(ctx, queries)
+            options = OmegaConf.to_container(cfg.method) if name == cfg.method.name else None
+            rankings = get_method(name, options).retrieve(ctx, queries)
             if rkey:
                 save_rankings(cache_dir, rkey, rankings)
         t_retrieve = time.perf_counter() - t0

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from .base import Ranking, RetrievalContext, RetrievalMethod
+from .bm25 import BM25Retriever
 from .dense import DenseRetriever
 from .hipporag2 import HippoRAG2Retriever
 
-METHODS = {"dense": DenseRetriever, "hipporag2": HippoRAG2Retriever}
+METHODS = {"dense": DenseRetriever, "hipporag2": HippoRAG2Retriever, "bm25": BM25Retriever}
 
 
-def get_method(name: str) -> RetrievalMethod:
-    try:
-        return METHODS[name]()
-    except KeyError:
-        raise ValueError(f"unknown method {name!r} (known: {', '.join(sorted(METHODS))})") from None
+def get_method(name: str, options: dict | None = None) -> RetrievalMethod:
+    """A method by name; `options` are the method config group's settings (used by methods that have any)."""
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r} (known: {', '.join(sorted(METHODS))})")
+    return METHODS[name](options) if name == "bm25" else METHODS[name]()
 
 
 __all__ = ["METHODS", "Ranking", "RetrievalContext", "RetrievalMethod", "get_method"]

@@ -1,0 +1,69 @@
+"""BM25 over the corpus passages with the bm25s library (a sparse-matrix BM25).
+
+Options (method config `method=bm25`): `k1`, `b`, `variant` (bm25s' method: lucene, robertson, atire,
+bm25l, bm25+), `stopwords` (a language name or null), `stemmer` (a PyStemmer language such as
+"english", or null; needs `pip install PyStemmer`). Queries are tokenised with the same settings and
+matched against the corpus vocabulary; unknown query terms score nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data import Query
+from .base import Ranking, RetrievalContext
+
+DEFAULTS = {"k1": 1.5, "b": 0.75, "variant": "lucene", "stopwords": "en", "stemmer": None}
+
+
+def _stemmer(language: str | None):
+    if not language:
+        return None
+    try:
+        import Stemmer
+    except ImportError as e:
+        raise RuntimeError(f"bm25 stemmer={language!r} needs PyStemmer: pip install PyStemmer") from e
+    return Stemmer.Stemmer(language).stemWords
+
+
+class BM25Retriever:
+    name = "bm25"
+
+    def __init__(self, options: dict | None = None):
+        self.options = {**DEFAULTS, **{k: v for k, v in (options or {}).items() if k in DEFAULTS}}
+        self._built_for = None
+        self._retriever = None
+
+    def _index(self, passages: list[str]):
+        import bm25s
+
+        key = (id(passages), len(passages))
+        if self._built_for != key:
+            o = self.options
+            stem = _stemmer(o["stemmer"])
+            tokens = bm25s.tokenize(passages, stopwords=o["stopwords"], stemmer=stem, show_progress=False)
+            retriever = bm25s.BM25(k1=o["k1"], b=o["b"], method=o["variant"])
+            retriever.index(tokens, show_progress=False)
+            self._retriever, self._built_for, self._stem = retriever, key, stem
+        return self._retriever
+
+    def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
+        import bm25s
+
+        passages = ctx.index.passages
+        retriever = self._index(passages)
+        o = self.options
+        query_tokens = bm25s.tokenize([q.question for q in queries], stopwords=o["stopwords"], stemmer=self._stem,
+                                      return_ids=False, show_progress=False)
+        vocab = retriever.vocab_dict
+        out = []
+        for tokens in query_tokens:
+            known = [t for t in tokens if t in vocab]
+            if not known:  # nothing to match: every passage scores 0, corpus order
+                out.append(Ranking(order=np.arange(len(passages)), scores=np.zeros(len(passages)),
+                                   diagnostics={"fallback": False, "query_terms": 0}))
+                continue
+            scores = retriever.get_scores(known)
+            order = np.argsort(-scores, kind="stable")
+            out.append(Ranking(order=order, scores=scores[order], diagnostics={"fallback": False, "query_terms": len(known)}))
+        return out
