@@ -29,6 +29,8 @@ def ranking_key(index_key: str, method: str, params: dict, questions: list[str])
     if method not in METHOD_KNOBS:
         return None  # unknown method: never cached
     relevant = {k: params.get(k) for k in METHOD_KNOBS[method]}
+    if params.get("filter") != "llm":
+        relevant.pop("llm", None)  # the LLM only shapes a ranking through the filter
     return stable_key({"index": index_key, "method": method, "knobs": relevant, "questions": questions}, length=24)
 
 

@@ -53,3 +53,10 @@ def test_dense_ranking_key_ignores_graph_knobs_hipporag2_does_not(tmp_path):
     [back] = load_rankings(tmp_path, k)
     assert back.order.tolist() == [2, 0, 1] and back.scores.tolist() == [0.9, 0.5, 0.1]
     assert back.diagnostics == {"fallback": False, "seeds": [["x", 1.0]]}
+
+
+def test_the_llm_enters_a_hipporag2_ranking_key_only_through_the_filter():
+    q = ["who?"]
+    a, b = {"backend": "transformers", "model": "a"}, {"backend": "openai", "model": "b"}
+    assert ranking_key("k", "hipporag2", {"filter": "none", "llm": a}, q) == ranking_key("k", "hipporag2", {"filter": "none", "llm": b}, q)
+    assert ranking_key("k", "hipporag2", {"filter": "llm", "llm": a}, q) != ranking_key("k", "hipporag2", {"filter": "llm", "llm": b}, q)
