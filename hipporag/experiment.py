@@ -157,12 +157,12 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
     questions = [q.question for q in queries]
     for name in methods_to_run(cfg):
         t0 = time.perf_counter()
-        rkey = ranking_key(index.key, name, key_params, questions)
+        options = OmegaConf.to_container(cfg.method) if name == cfg.method.name else None
+        rkey = ranking_key(index.key, name, {**key_params, "method_options": options}, questions)
         rankings = load_rankings(cache_dir, rkey) if rkey else None
         if rankings is not None:
             log.info("Rankings (%s): loaded from cache", name)
         else:
-            options = OmegaConf.to_container(cfg.method) if name == cfg.method.name else None
             rankings = get_method(name, options).retrieve(ctx, queries)
             if rkey:
                 save_rankings(cache_dir, rkey, rankings)

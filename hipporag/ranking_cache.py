@@ -20,6 +20,7 @@ from .methods.base import Ranking
 # The knobs each method's ranking depends on (besides the index and the questions).
 METHOD_KNOBS = {
     "dense": (),
+    "hipporag": ("damping", "node_specificity", "ppr_engine", "ppr_device", "method_options", "llm"),
     "hipporag2": ("damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "filter", "passage_nodes",
                   "node_specificity", "linking", "directed", "ppr_engine", "filter_snap_cutoff", "filter_prompt", "llm"),
 }
@@ -29,8 +30,10 @@ def ranking_key(index_key: str, method: str, params: dict, questions: list[str])
     if method not in METHOD_KNOBS:
         return None  # unknown method: never cached
     relevant = {k: params.get(k) for k in METHOD_KNOBS[method]}
-    if params.get("filter") != "llm":
-        relevant.pop("llm", None)  # the LLM only shapes a ranking through the filter
+    uses_llm = {"hipporag2": params.get("filter") == "llm",
+                "hipporag": (params.get("method_options") or {}).get("ner") == "llm"}.get(method, False)
+    if not uses_llm:
+        relevant.pop("llm", None)  # the LLM shapes a ranking only through the filter or query NER
     return stable_key({"index": index_key, "method": method, "knobs": relevant, "questions": questions}, length=24)
 
 

