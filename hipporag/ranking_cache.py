@@ -22,7 +22,8 @@ METHOD_KNOBS = {
     "dense": (),
     "hipporag": ("damping", "node_specificity", "ppr_engine", "ppr_device", "method_options", "llm"),
     "hipporag2": ("damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "filter", "passage_nodes",
-                  "node_specificity", "linking", "directed", "ppr_engine", "filter_snap_cutoff", "filter_prompt", "llm"),
+                  "node_specificity", "linking", "directed", "ppr_engine", "filter_snap_cutoff", "filter_prompt", "llm",
+                  "ppr_device"),
 }
 
 

@@ -40,6 +40,7 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     overrides = {job: _overrides(job) for job in jobs}
     keys = sorted({k for o in overrides.values() for k in o})
     swept = [k for k in keys if len({overrides[j].get(k) for j in jobs}) > 1] or keys
+    swept = [k for k in swept if k != "method"]  # a swept method is the row's own `method` column
     rows = []
     for job in jobs:
         metrics = json.loads((job / "metrics.json").read_text())

@@ -120,3 +120,11 @@ def test_experiment_presets_compose():
                                    ("linking_top_k", "linking_top_k", "3,5,10")]:
             cfg = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
             assert str(cfg.hydra.sweeper.params[knob]) == values
+        for name, knob in [("table3_methods", "method"), ("table4_ablations", "+ablation"), ("v1_table2", "method"),
+                           ("v1_table5", "node_specificity"), ("table5_passage_node_weight", "passage_node_weight")]:
+            cfg = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
+            assert knob in cfg.hydra.sweeper.params, name
+        for ablation, key, value in [("full", "filter", "llm"), ("no_passage_nodes", "passage_nodes", False),
+                                     ("ner_to_node", "linking", "ner_to_node"), ("no_synonymy_edges", "synonymy_edges", False)]:
+            cfg = compose("config", overrides=[f"+ablation={ablation}"])
+            assert cfg[key] == value, ablation

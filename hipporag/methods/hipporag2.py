@@ -12,6 +12,11 @@ Per query, as the official implementation:
 4. PPR with `damping`; passages ranked by PPR mass.
 If no fact survives the filter, or no seed lands in the graph, the query falls back to dense
 retrieval and the fallback is counted (the official code asserts instead).
+
+Ablations (switches, not copies): `filter`, `passage_nodes`, `node_specificity`, `synonymy_edges` (an index
+knob), and `linking`: query_to_triple (the method), query_to_node (the question embedded with the
+query_to_node instruction against entity nodes) or ner_to_node (question entities linked to their nearest
+nodes); the two node linkings skip the fact filter.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from ..recognition import FilterResult, recognition_filter
 from .base import Ranking, RetrievalContext, min_max, rank_desc
 from .dense import dense_scores
 
-SUPPORTED_LINKING = ("query_to_triple",)
+SUPPORTED_LINKING = ("query_to_triple", "query_to_node", "ner_to_node")
 RESET_BLOCK_BYTES = 1 << 27
 
 
@@ -74,12 +79,47 @@ class HippoRAG2Retriever:
     def _seed(self, ctx: RetrievalContext, queries: list[Query]):
         """Dense scores, reset vectors (queries × nodes) and per-query diagnostics, before PPR."""
         p = ctx.params
-        if p.get("linking", "query_to_triple") not in SUPPORTED_LINKING:
-            raise ValueError(f"linking={p['linking']!r} is not implemented yet (supported: {SUPPORTED_LINKING})")
-        index = ctx.index
-        k = int(p["linking_top_k"])
+        linking = p.get("linking", "query_to_triple")
+        if linking not in SUPPORTED_LINKING:
+            raise ValueError(f"linking={linking!r} is not known (supported: {', '.join(SUPPORTED_LINKING)})")
         t0 = time.perf_counter()
         dense = dense_scores(ctx, queries)
+        t_link = time.perf_counter() - t0
+        if linking == "query_to_triple":
+            ranked_per_query, diags, t_link2, t_filter = self._link_by_facts(ctx, queries)
+        else:
+            t0 = time.perf_counter()
+            ranked_per_query, diags = self._link_to_nodes(ctx, queries, linking)
+            t_link2, t_filter = time.perf_counter() - t0, 0.0
+        index, k = ctx.index, int(p["linking_top_k"])
+        resets = np.zeros((len(queries), index.graph.vcount()))
+        for qi, (ranked, diag) in enumerate(zip(ranked_per_query, diags)):
+            if diag["fallback"]:
+                continue
+            if p.get("linking_tie_break", "first") == "last":  # only for measuring the tie effect
+                ranked.reverse()
+            ranked.sort(key=lambda x: -x[1])  # stable: equal weights keep first-appearance order
+            seeds = ranked[:k]
+            diag["tie_at_cut"] = len(ranked) > k and ranked[k - 1][1] == ranked[k][1]
+            for e, w in seeds:
+                resets[qi, e] = w
+            diag["seeds"] = [[index.entities[e], round(w, 6)] for e, w in seeds]
+            if p.get("passage_nodes", True):
+                resets[qi, index.n_entities:] = np.nan_to_num(dense[qi]) * float(p["passage_node_weight"])
+            if not (np.nan_to_num(resets[qi]) > 0).any():
+                diag["fallback"] = True
+                diag["fallback_reason"] = "no seed in the graph"
+        return dense, resets, diags, t_link + t_link2, t_filter
+
+    def _specific(self, ctx: RetrievalContext, e: int, score: float) -> float:
+        count = ctx.index.entity_passage_count[e]
+        return score / count if ctx.params.get("node_specificity", True) and count > 0 else score
+
+    def _link_by_facts(self, ctx: RetrievalContext, queries: list[Query]):
+        """query_to_triple: (entity, seed weight) lists in first-appearance order, from the kept facts."""
+        p, index = ctx.params, ctx.index
+        k = int(p["linking_top_k"])
+        t0 = time.perf_counter()
         if len(index.facts):
             fact_scores = min_max(ctx.query_vectors(queries, "query_to_fact") @ index.fact_vecs.T)
         else:
@@ -89,21 +129,18 @@ class HippoRAG2Retriever:
         candidates = list(np.argsort(fact_scores, axis=1)[:, -k:][:, ::-1]) if fact_scores.shape[1] else \
             [np.array([], dtype=int)] * len(queries)
         t_link = time.perf_counter() - t0
-
         t0 = time.perf_counter()
         kept: list[FilterResult] = recognition_filter(
             p.get("filter", "none"), queries, [[index.facts[i] for i in c] for c in candidates], ctx.llm, p
         )
         t_filter = time.perf_counter() - t0
-
-        n_nodes = index.graph.vcount()
-        resets = np.zeros((len(queries), n_nodes))
-        diags: list[dict] = []
         ent_index = {e: i for i, e in enumerate(index.entities)}
+        ranked_per_query, diags = [], []
         for qi, (cand, result) in enumerate(zip(candidates, kept)):
             diag = {"candidate_facts": [list(index.facts[i]) for i in cand], "facts": [list(f) for f in result.facts],
                     "filter_error": result.error, "fallback": False, "seeds": [], "tie_at_cut": False}
             diags.append(diag)
+            ranked_per_query.append([])
             if not result.facts:
                 diag["fallback"] = True
                 diag["fallback_reason"] = "no fact survived the filter" if not result.error else "filter error"
@@ -117,24 +154,40 @@ class HippoRAG2Retriever:
                     e = ent_index.get(phrase)
                     if e is None:
                         continue
-                    w = score
-                    if p.get("node_specificity", True) and index.entity_passage_count[e] > 0:
-                        w /= index.entity_passage_count[e]
-                    weights[e] = weights.get(e, 0.0) + w
+                    weights[e] = weights.get(e, 0.0) + self._specific(ctx, e, score)
                     occurs[e] = occurs.get(e, 0) + 1
-            ranked = [(e, weights[e] / occurs[e]) for e in weights]  # first-appearance order
-            if p.get("linking_tie_break", "first") == "last":  # only for measuring the tie effect
-                ranked.reverse()
-            ranked.sort(key=lambda x: -x[1])  # stable: equal weights keep the order above
-            seeds = ranked[:k]
-            diag["tie_at_cut"] = len(ranked) > k and ranked[k - 1][1] == ranked[k][1]
-            for e, w in seeds:
-                resets[qi, e] = w
-            diag["seeds"] = [[index.entities[e], round(w, 6)] for e, w in seeds]
-            if p.get("passage_nodes", True):
-                resets[qi, index.n_entities:] = np.nan_to_num(dense[qi]) * float(p["passage_node_weight"])
-            if not (np.nan_to_num(resets[qi]) > 0).any():
-                diag["fallback"] = True
-                diag["fallback_reason"] = "no seed in the graph"
+            ranked_per_query[-1] = [(e, weights[e] / occurs[e]) for e in weights]
+        return ranked_per_query, diags, t_link, t_filter
 
-        return dense, resets, diags, t_link, t_filter
+    def _link_to_nodes(self, ctx: RetrievalContext, queries: list[Query], linking: str):
+        """The paper's ablations: query_to_node (the whole question against entity nodes, min-max normalised)
+        and ner_to_node (each question entity to its nearest node, weight = cosine). No fact filter."""
+        index = ctx.index
+        ranked_per_query, diags = [], []
+        if linking == "query_to_node":
+            sims = min_max(ctx.query_vectors(queries, "query_to_node") @ index.entity_vecs.T)
+            k = int(ctx.params["linking_top_k"])
+            for row in sims:
+                top = np.argsort(row)[-k:][::-1]
+                ranked_per_query.append([(int(e), self._specific(ctx, int(e), float(np.nan_to_num(row[e])))) for e in top])
+                diags.append({"fallback": False, "seeds": [], "tie_at_cut": False, "filter_error": None})
+            return ranked_per_query, diags
+        from .query_ner import spacy_query_entities
+
+        entities = spacy_query_entities([q.question for q in queries])
+        flat = sorted({e for ents in entities for e in ents})
+        links = {}
+        if flat:
+            vecs = ctx.embeddings.embed(flat, prefix=ctx.embeddings.embedder.query_prefix("ner_to_node"),
+                                        what="query entities (ner_to_node)")
+            sims = vecs @ index.entity_vecs.T
+            links = {e: (int(j), float(sims[i, j])) for i, (e, j) in enumerate(zip(flat, sims.argmax(axis=1)))}
+        for ents in entities:
+            weights: dict[int, float] = {}
+            for name in ents:
+                e, score = links[name]
+                weights[e] = max(weights.get(e, 0.0), self._specific(ctx, e, score))
+            ranked_per_query.append(list(weights.items()))
+            diags.append({"query_entities": ents, "fallback": not weights, "seeds": [], "tie_at_cut": False,
+                          "filter_error": None, **({"fallback_reason": "no query entity"} if not weights else {})})
+        return ranked_per_query, diags
