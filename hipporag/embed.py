@@ -11,7 +11,6 @@ model at all, and a grown corpus embeds only its new texts.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -88,11 +87,9 @@ class OpenAIEmbedder:
                  timeout: float = 120, max_retries: int = 5):
         import openai
 
-        key = os.environ.get(api_key_env)
-        if not key:
-            if base_url is None or "api.openai.com" in base_url:
-                raise RuntimeError(f"embedder=openai against the OpenAI API needs an API key in ${api_key_env}")
-            key = "no-key"
+        from .llm_openai import api_key_from_env
+
+        key = api_key_from_env(api_key_env, base_url, "embedder=openai")
         self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries)
         self.model_name = model
         self.batch_size = batch_size

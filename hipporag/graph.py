@@ -73,15 +73,13 @@ class GraphStats:
     self_loops: int = 0
 
 
-def build_graph(passages: list[str], inputs: GraphInputs, entity_vectors: np.ndarray | None,
-                synonymy_threshold: float = 0.8, synonymy_topk: int = 2047,
-                synonymy_edges: bool = True, directed: bool = False,
-                synonymy: dict[tuple[int, int], float] | None = None) -> tuple[ig.Graph, GraphStats]:
+def build_graph(passages: list[str], inputs: GraphInputs, synonymy: dict[tuple[int, int], float] | None = None,
+                directed: bool = False) -> tuple[ig.Graph, GraphStats]:
     """Build the weighted igraph graph; node i < E is entity i, node E + p is passage p.
 
     Undirected by default, as the official code walks it; `directed=True` keeps each stored pair as one
-    directed edge (entity links both ways, passage -> entity one way). `synonymy`: precomputed pairs (the
-    incremental store's); otherwise they are computed from `entity_vectors` from scratch."""
+    directed edge (entity links both ways, passage -> entity one way). `synonymy`: the entity pairs and
+    cosines to add (from `SynonymyStore.pairs` or `synonymy_neighbours`); None or {} for no synonymy edges."""
     n_ent = len(inputs.entities)
     ent_index = {e: i for i, e in enumerate(inputs.entities)}
     weights: dict[tuple[int, int], float] = {}
@@ -95,11 +93,7 @@ def build_graph(passages: list[str], inputs: GraphInputs, entity_vectors: np.nda
         for e in ents:
             weights[(n_ent + p, ent_index[e])] = 1.0
     passage_pairs = len(weights) - fact_pairs
-    syn = {}
-    if synonymy_edges and synonymy is not None:
-        syn = synonymy
-    elif synonymy_edges and entity_vectors is not None and n_ent:
-        syn = synonymy_neighbours(entity_vectors, inputs.entities, synonymy_threshold, synonymy_topk)
+    syn = synonymy or {}
     weights.update(syn)
 
     edges = [(a, b) for (a, b) in weights if a != b]

@@ -128,12 +128,7 @@ def _build_index_locked(passages, extractor, embedder, params, cache_dir: Path, 
                     report.timings["synonymy_s"] = time.perf_counter() - t_syn
                     report.synonymy = dict(store.last_stats)
                     store.close()
-                graph, stats = build_graph(
-                    passages, inputs, entity_vecs if len(inputs.entities) else None,
-                    synonymy_threshold=params["synonymy_threshold"], synonymy_topk=params["synonymy_topk"],
-                    synonymy_edges=params["synonymy_edges"], directed=bool(params.get("directed", False)),
-                    synonymy=synonymy,
-                )
+                graph, stats = build_graph(passages, inputs, synonymy, directed=bool(params.get("directed", False)))
                 graph.write_pickle(str(tmp / "graph.pickle"))
                 atomic_write_json(tmp / "stats.json", asdict(stats))
                 atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time()})

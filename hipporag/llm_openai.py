@@ -21,6 +21,17 @@ from .llm import Generation
 log = logging.getLogger(__name__)
 
 
+def api_key_from_env(api_key_env: str, base_url: str | None, what: str) -> str:
+    """The API key, from the environment only. The OpenAI API needs one; a local OpenAI-compatible
+    server usually accepts anything, so a placeholder is sent there."""
+    key = os.environ.get(api_key_env)
+    if key:
+        return key
+    if base_url is None or "api.openai.com" in base_url:
+        raise RuntimeError(f"{what} against the OpenAI API needs an API key in ${api_key_env}")
+    return "no-key"
+
+
 def _transient(exc: BaseException) -> bool:
     import openai
 
@@ -34,11 +45,7 @@ class OpenAIChatLLM:
                  max_concurrency: int = 8, timeout: float = 120, max_retries: int = 5):
         import openai
 
-        key = os.environ.get(api_key_env)
-        if not key:
-            if base_url is None or "api.openai.com" in base_url:
-                raise RuntimeError(f"llm=openai against the OpenAI API needs an API key in ${api_key_env}")
-            key = "no-key"  # local OpenAI-compatible servers usually accept anything
+        key = api_key_from_env(api_key_env, base_url, "llm=openai")
         self.model = model
         self.base_url = base_url
         self.max_concurrency = max_concurrency

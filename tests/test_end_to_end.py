@@ -1,24 +1,18 @@
 """`python run.py` as a user runs it: a subprocess, the real models, a fresh cache, then a warm rerun."""
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from cli import run_cli  # noqa: E402
 
 
-def run(tmp_path: Path, name: str, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    cmd = [sys.executable, "run.py", "tracker=none", f"cache_dir={tmp_path / 'cache'}",
-           f"hydra.run.dir={tmp_path / name}", *overrides]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    return proc
+def run(tmp_path: Path, name: str, *overrides: str):
+    return run_cli("run.py", "tracker=none", f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / name}", *overrides)
 
 
 @pytest.fixture(scope="module")

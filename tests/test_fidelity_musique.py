@@ -6,14 +6,15 @@ official implementation run on the same inputs (reproduce/official_musique_train
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from cli import ROOT, run_cli  # noqa: E402
+
 DATA = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 OPENIE = DATA / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())
@@ -22,12 +23,9 @@ pytestmark = pytest.mark.skipif(not OPENIE.is_file(), reason=f"benchmark data no
 
 
 def run(tmp: Path, name: str, hash_seed: str) -> Path:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONHASHSEED": hash_seed, "HIPPORAG_DATA_DIR": str(DATA)}
-    cmd = [sys.executable, "run.py", "dataset=musique_train", "extractor=imported", f"extractor.path={OPENIE}",
-           "method=hipporag2", "filter=none", "tracker=none", "read=false",
-           f"cache_dir={tmp / 'cache'}", f"hydra.run.dir={tmp / name}"]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-5000:]
+    run_cli("run.py", "dataset=musique_train", "extractor=imported", f"extractor.path={OPENIE}", "method=hipporag2",
+            "filter=none", "tracker=none", "read=false", f"cache_dir={tmp / 'cache'}", f"hydra.run.dir={tmp / name}",
+            env={"PYTHONHASHSEED": hash_seed, "HIPPORAG_DATA_DIR": str(DATA)}, timeout=1800)
     return tmp / name
 
 

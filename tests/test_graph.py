@@ -29,7 +29,7 @@ def test_nodes_edges_and_weights_from_hand_written_triples():
     inputs = prepare_graph_inputs(TRIPLES)
     assert inputs.entities == ["ada", "bo", "cy"]
     assert inputs.facts == [("ada", "met", "bo"), ("bo", "met", "cy"), ("bo", "saw", "bo")]
-    g, stats = build_graph(PASSAGES, inputs, entity_vectors=None, synonymy_edges=False)
+    g, stats = build_graph(PASSAGES, inputs, synonymy=None)
     assert g.vcount() == 3 + 3
     assert g.vs["name"][:3] == [entity_id(e) for e in ["ada", "bo", "cy"]]
     assert g.vs["name"][3:] == [passage_id(p) for p in PASSAGES]
@@ -60,7 +60,7 @@ def test_synonymy_replaces_fact_count_and_skips_short_entities():
     assert (2, 0) not in pairs and (2, 1) not in pairs
     assert (0, 1) in pairs and (1, 0) in pairs and (0, 2) in pairs and (1, 2) in pairs
     assert pairs[(0, 1)] == pytest.approx(0.96, abs=1e-6)
-    g, stats = build_graph(["P1\nx", "P2\ny"], inputs, vecs, synonymy_threshold=0.8)
+    g, stats = build_graph(["P1\nx", "P2\ny"], inputs, synonymy=pairs)
     lain, lane, bo, cy = range(4)
     # fact count 1 in both directions replaced by the cosine in both directions
     assert weights_between(g, lain, lane) == pytest.approx([0.96, 0.96], abs=1e-6)

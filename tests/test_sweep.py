@@ -2,8 +2,6 @@
 
 import glob
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,19 +9,15 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cli import ROOT, run_cli  # noqa: E402
 from wandb_records import read_run  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-not-a-real-key-7731"
 
 
-def multirun(tmp: Path, *overrides: str, env_extra=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env_extra or {})}
-    cmd = [sys.executable, "run.py", "-m", "read=false", f"cache_dir={tmp / 'cache'}",
-           f"hydra.sweep.dir={tmp / 'sweep'}", *overrides]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return proc
+def multirun(tmp: Path, *overrides: str, env_extra=None):
+    return run_cli("run.py", "-m", "read=false", f"cache_dir={tmp / 'cache'}", f"hydra.sweep.dir={tmp / 'sweep'}",
+                   *overrides, env=env_extra)
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +48,7 @@ def test_three_parallel_jobs_build_the_index_once(joblib_sweep):
 def test_cache_is_intact_after_the_race(joblib_sweep, tmp_path):
     sweep, _ = joblib_sweep
     cache = sweep.parent / "cache"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "run.py", "tracker=none", "read=false", "damping=0.5", f"cache_dir={cache}",
-                           f"hydra.run.dir={tmp_path / 'again'}"], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_cli("run.py", "tracker=none", "read=false", "damping=0.5", f"cache_dir={cache}", f"hydra.run.dir={tmp_path / 'again'}")
     metrics = json.loads((tmp_path / "again" / "metrics.json").read_text())
     assert metrics["index"]["graph_cached"] and metrics["cache"]["embedding_misses"] == 0
     assert metrics["methods"]["hipporag2"]["recall@5"] == json.loads((sweep / "1" / "metrics.json").read_text())["methods"]["hipporag2"]["recall@5"]
@@ -74,9 +65,8 @@ def test_report_has_one_row_per_job_plus_baseline(joblib_sweep):
     assert set(frame.method) == {"hipporag2", "dense"} and "damping" in frame.columns and "recall@5_p" in frame.columns
     assert {p.name for p in (sweep / "plots").glob("*.png")} >= {"recall_at_5_vs_damping.png", "recall_at_2_vs_damping.png"}
     # the command-line report writes the same table
-    env = {**os.environ}
-    out = subprocess.run([sys.executable, "-m", "hipporag.report", str(sweep)], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert out.returncode == 0 and (sweep / "report.md").read_text() == report
+    run_cli("-m", "hipporag.report", str(sweep))
+    assert (sweep / "report.md").read_text() == report
 
 
 def test_wandb_offline_runs_are_grouped_and_complete(joblib_sweep):

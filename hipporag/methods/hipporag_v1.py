@@ -30,13 +30,11 @@ def _entity_structures(index):
     if cached is None:
         n_ent = index.n_entities
         entity_graph = g.induced_subgraph(range(n_ent))
-        rows, cols = [], []
-        for a, b in g.get_edgelist():
-            lo, hi = min(a, b), max(a, b)
-            if lo < n_ent <= hi:
-                rows.append(hi - n_ent)
-                cols.append(lo)
-        incidence = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(index.passages), n_ent))
+        edges = np.asarray(g.get_edgelist(), dtype=np.int64).reshape(-1, 2)
+        lo, hi = edges.min(axis=1), edges.max(axis=1)
+        passage_edge = (lo < n_ent) & (hi >= n_ent)  # passage-entity edges; the rest join two entities
+        incidence = sp.csr_matrix((np.ones(int(passage_edge.sum())), (hi[passage_edge] - n_ent, lo[passage_edge])),
+                                  shape=(len(index.passages), n_ent))
         incidence.data[:] = 1.0  # an entity counts once per passage
         cached = (entity_graph, incidence)
         g._hipporag_v1 = cached

@@ -1,0 +1,18 @@
+"""Run the project's command line as a user does: a subprocess in the repository root, offline."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    """`python <args>` from the repository root with the hub offline; fails the test on a non-zero exit."""
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    return proc
