@@ -200,7 +200,8 @@ def _data_dir_file(data_dir: Path, relative: str, what: str) -> Path:
     path = data_dir / relative
     if not path.is_file():
         raise DatasetError(f"{what} file {path} not found in data directory {data_dir} "
-                           "(set HIPPORAG_DATA_DIR or dataset.data_dir)")
+                           "(set HIPPORAG_DATA_DIR or dataset.data_dir; the full benchmarks are fetched with "
+                           "`python -m hipporag.prepare_datasets --datasets NAME --out DIR`)")
     return path
 
 

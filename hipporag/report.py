@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 HEADLINE = ("recall@2", "recall@5", "recall@10", "em", "f1")
 
 
-def _overrides(job_dir: Path) -> dict[str, str]:
+def job_overrides(job_dir: Path) -> dict[str, str]:
+    """A job's command-line overrides (.hydra/overrides.yaml) as {key: value}, without Hydra's +/~ prefixes."""
     path = job_dir / ".hydra" / "overrides.yaml"
     if not path.is_file():
         return {}
@@ -37,7 +38,7 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
     jobs = sorted((p.parent for p in sweep_dir.glob("*/metrics.json")), key=lambda p: (len(p.name), p.name))
     if not jobs:
         raise FileNotFoundError(f"{sweep_dir}: no job folder with a metrics.json (is this a sweep directory?)")
-    overrides = {job: _overrides(job) for job in jobs}
+    overrides = {job: job_overrides(job) for job in jobs}
     keys = sorted({k for o in overrides.values() for k in o})
     swept = [k for k in keys if len({overrides[j].get(k) for j in jobs}) > 1] or keys
     swept = [k for k in swept if k != "method"]  # a swept method is the row's own `method` column
