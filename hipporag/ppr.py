@@ -20,7 +20,7 @@ Stopping is certified, not heuristic: ‖z − z*‖₁ ≤ ‖u + d·P·z − z
 and normalising at most doubles that, so iteration stops once every query's residual is below
 TARGET_ERROR·(1 − d)/2: every node's score is then within TARGET_ERROR of the fixed point.
 Precision: float32 iterations (half the memory traffic) while the residual is above float32's rounding
-floor (at most about eps·‖z‖₁, ‖z‖₁ ≤ 1/(1 − d)) and still falling; if the threshold lies below that floor
+floor (about eps·‖z‖₁/2, ‖z‖₁ ≤ 1/(1 − d)) and still falling; if the threshold lies below that floor
 (high damping), the iterate moves to float64 and finishes there. At d = 0.5 float32 suffices.
 
 `igraph`: PRPACK once per query, exactly as the official HippoRAG calls it. Kept as the reference.
@@ -44,8 +44,9 @@ last_run: dict = {}
 TARGET_ERROR = 5e-7  # bound on each query's L1 distance to the fixed point (so on every node's): half the 1e-6 asked
 FLOAT32_EPS = 2.0**-24
 DEFAULT_MAX_ITER = 1000
+FIRST_LOOK_MARGIN = 4.0  # measured: the residual runs 2-4× above d·rate^k in the first iterations
 STALL_RATIO = 0.7  # a float32 residual that no longer falls below this fraction of the last one has hit rounding
-FLOAT32_FLOOR = 1.0  # float32 residuals stop falling near FLOAT32_FLOOR·eps·‖z‖₁ (measured 0.25–1), ‖z‖₁ ≤ 1/(1 − d)
+FLOAT32_FLOOR = 0.5  # float32 residuals stop falling near FLOAT32_FLOOR·eps·‖z‖₁ (measured 0.25–1), ‖z‖₁ ≤ 1/(1 − d)
 BLOCK_MEMORY_BYTES = 3 << 30  # working set of one query block: at most six N × block float64 arrays
 ARRAYS_PER_BLOCK = 6
 
@@ -124,16 +125,18 @@ class TransitionMatrix:
         return self._cached((str(device), "order"), lambda: torch.from_numpy(self.order).to(device=device))
 
     def on_device(self, device: str, dtype):
-        """The matrix as a torch sparse CSR tensor (int64 indices), converted once per device and dtype."""
+        """The matrix as a torch sparse CSR tensor, converted once per device and dtype. Indices are int32
+        where they fit: torch's CPU kernel (MKL) converts int64 indices on every product otherwise."""
         import torch
 
         key = (str(device), dtype)
         if key not in self._on_device:
             m = self.matrix
+            index = np.int32 if m.nnz < np.iinfo(np.int32).max else np.int64
             with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
                 self._on_device[key] = torch.sparse_csr_tensor(
-                    torch.from_numpy(m.indptr.astype(np.int64)), torch.from_numpy(m.indices.astype(np.int64)),
+                    torch.from_numpy(m.indptr.astype(index)), torch.from_numpy(m.indices.astype(index)),
                     torch.from_numpy(m.data), size=m.shape).to(device=device, dtype=dtype)
         return self._on_device[key]
 
@@ -161,34 +164,35 @@ def convergence_rate(damping: float, symmetric: bool) -> float:
     return float(min(max(rate, 1e-6), 1 - 1e-9))
 
 
-def _reset_block(T: TransitionMatrix, resets: np.ndarray, start: int, stop: int, device: str):
-    """Reset vectors start..stop as the solver's right-hand side b = D^-½·u (symmetric form) or u, one row
-    per query (float64, B × N): NaN and negative entries count as 0, each vector sums to 1."""
+def _reset_block(resets: np.ndarray, start: int, stop: int, device: str):
+    """Reset vectors start..stop, one row per query (float64, B × N, graph order): NaN and negative entries
+    count as 0, each vector sums to 1."""
     import torch
 
     u = torch.from_numpy(resets[start:stop]).to(device=device, dtype=torch.float64)
-    u = u.index_select(1, T.order_on(device))  # into the solver's node order
-    u.nan_to_num_(nan=0.0).clamp_(min=0.0)
+    u = torch.nan_to_num(u, nan=0.0).clamp_(min=0.0)
     sums = u.sum(dim=1, keepdim=True)
     bad = torch.nonzero(sums.flatten() <= 0).flatten()
     if len(bad):
         raise ValueError(f"personalisation vector {start + int(bad[0])} has no positive entry")
-    u.div_(sums)
-    if T.symmetric:
-        u.div_(T.scale_on(device))
-    return u
+    return u.div_(sums)
 
 
-def column_block(rows, dtype):
-    """B × N rows as the N × B contiguous block the sparse product iterates, converted in the same pass."""
+def column_block(T: TransitionMatrix, u, dtype):
+    """The right-hand side b as the solver iterates it: N × B, contiguous, in the solver's node order,
+    b = D^-½·u for the symmetric form (u: B × N rows from _reset_block). Permuting and scaling after the
+    conversion keeps the gathers on contiguous rows of the smaller type."""
     import torch
 
-    return rows.t().to(dtype=dtype, memory_format=torch.contiguous_format)
+    b = u.t().to(dtype=dtype, memory_format=torch.contiguous_format).index_select(0, T.order_on(u.device))
+    if T.symmetric:
+        b.div_(T.scale_on(u.device).to(dtype).unsqueeze(1))
+    return b
 
 
 def _solve_block(T: TransitionMatrix, rhs, damping: float, threshold: float, max_iter: int, device: str,
                  float64_only: bool):
-    """z = u + d·P·z for one block (rhs: B × N rows of b), as the module docstring describes: returns the iterate x
+    """z = u + d·P·z for one block (rhs: B × N rows of u), as the module docstring describes: returns the iterate x
     (y for the symmetric form, z otherwise; torch, N × B) and what the solve did.
 
     The residual (a pass over the block) is looked at only where the known convergence rate, or the
@@ -198,18 +202,24 @@ def _solve_block(T: TransitionMatrix, rhs, damping: float, threshold: float, max
     f32, f64 = torch.float32, torch.float64
     dtype = f64 if float64_only else f32
     d = damping
-    M, b = T.on_device(device, dtype), column_block(rhs, dtype)
+    M, b = T.on_device(device, dtype), column_block(T, rhs, dtype)
     weight = T.scale_on(device) if T.symmetric else None  # residual in z-space: D^½-weighted
     prev, cur = torch.zeros_like(b), b.clone()  # x0 = 0, x1 = G(x0) = b
     step, diff = torch.empty_like(b), torch.empty_like(b)
     rate = convergence_rate(d, T.symmetric)
     float32_floor = FLOAT32_FLOOR * FLOAT32_EPS / (1 - d)
-    omega, last, last_at, check_at = 1.0, float("inf"), 0, 1
+    # x1 = b has residual d·‖P·u‖₁ ≤ d; the first look is where that bound, reduced at the asymptotic rate with
+    # FIRST_LOOK_MARGIN for Chebyshev's slower start, says the threshold has been reached
+    omega, last, last_at = 1.0, d, 1
+    target = max(threshold, float32_floor)
+    check_at = 1 if d == 0 else 1 + max(1, int(np.ceil(np.log(target / (FIRST_LOOK_MARGIN * d)) / np.log(rate))))
     info = {"iterations": 1, "float32_iterations": 0 if float64_only else None, "residuals": []}
     for k in range(2, max_iter + 1):
-        torch.addmm(b, M, cur, alpha=d, out=step)  # G(x_{k-1}) = b + d·M·x_{k-1}
         info["iterations"] = k
-        if k - 1 == check_at:  # residual of x_{k-1}: G(x_{k-1}) − x_{k-1}
+        checking = k - 1 == check_at
+        if checking or not T.symmetric:
+            torch.addmm(b, M, cur, alpha=d, out=step)  # G(x_{k-1}) = b + d·M·x_{k-1}
+        if checking:  # residual of x_{k-1}: G(x_{k-1}) − x_{k-1}
             torch.sub(step, cur, out=diff).abs_()
             residual = torch.mv(diff.t(), weight.to(diff.dtype)) if weight is not None else diff.sum(dim=0)
             worst = float(residual.max())
@@ -217,17 +227,21 @@ def _solve_block(T: TransitionMatrix, rhs, damping: float, threshold: float, max
             if worst < threshold:
                 cur = step  # G(x) is at least as close as x
                 break
-            if dtype == f32 and (worst < 2 * float32_floor or worst > STALL_RATIO * last):  # finish in float64
+            if dtype == f32 and (worst < float32_floor or worst > STALL_RATIO * last):  # finish in float64
                 info["float32_iterations"] = k
-                dtype, M, b = f64, T.on_device(device, f64), column_block(rhs, f64)
-                prev, cur, step, diff = prev.double(), cur.double(), step.double(), diff.double()
-            observed = (worst / last) ** (1 / (check_at - last_at)) if np.isfinite(last) and worst < last else rate
+                dtype, M, b = f64, T.on_device(device, f64), column_block(T, rhs, f64)
+                prev, cur, step = prev.double(), cur.double(), step.double()  # step holds G(x_{k-1}): used below
+                diff = torch.empty_like(cur)
+            observed = (worst / last) ** (1 / (check_at - last_at)) if worst < last else rate
             target = threshold if dtype == f64 else max(threshold, float32_floor)
             steps = int(np.ceil(np.log(target / worst) / np.log(min(rate, observed))))
             last, last_at, check_at = worst, check_at, check_at + max(1, steps)
-        if T.symmetric:  # Chebyshev: x_k = ω_k·(G(x_{k-1}) − x_{k-2}) + x_{k-2}
+        if T.symmetric:  # Chebyshev: x_k = ω_k·G(x_{k-1}) + (1 − ω_k)·x_{k-2}
             omega = 2 / (2 - d * d) if k == 2 else 1 / (1 - d * d * omega / 4)
-            prev.mul_(1 - omega).add_(step, alpha=omega)
+            if checking:
+                prev.mul_(1 - omega).add_(step, alpha=omega)
+            else:  # the same, without materialising G: ω·b + (1 − ω)·x_{k-2}, then += ω·d·M·x_{k-1} in place
+                prev.mul_(1 - omega).add_(b, alpha=omega).addmm_(M, cur, alpha=omega * d)
             prev, cur = cur, prev
         else:  # power iteration: x_k = G(x_{k-1})
             cur, step = step, cur
@@ -269,7 +283,7 @@ def batched_ppr(T: TransitionMatrix, resets: np.ndarray, damping: float = 0.5, t
     last_run.clear()
     last_run.update(block=block, device=device, symmetric=T.symmetric, blocks=[])
     for start in range(0, n_queries, block):
-        rhs = _reset_block(T, resets, start, start + block, device)
+        rhs = _reset_block(resets, start, start + block, device)
         x, info = _solve_block(T, rhs, damping, threshold, max_iter, device, float64_only=dtype == "float64")
         x = x.double()
         if T.symmetric:  # z = D^½·y

@@ -169,14 +169,14 @@ class DenseResets(SyntheticResets):
         return self.matrix[np.asarray(idx)]
 
 
-QUERY_BLOCK = 64  # queries whose dense reset rows exist at once
+RESET_ROWS_BYTES = 512 << 20  # the dense float64 reset rows that exist at once (1,000 × 1M nodes would be 8 GB)
 
 
 def run_batched(T: TransitionMatrix, resets, passages: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, float, dict]:
     """Passage scores of every query, in blocks; seconds spent inside the engine; engine stats."""
     out = np.empty((len(resets), len(passages)))
     seconds, blocks = 0.0, []
-    step = min(QUERY_BLOCK, ppr_module.block_size(T.n, len(resets)))
+    step = min(ppr_module.block_size(T.n, len(resets)), max(1, RESET_ROWS_BYTES // (8 * T.n)))
     for start in range(0, len(resets), step):
         idx = np.arange(start, min(start + step, len(resets)))
         block = resets.rows(idx)
@@ -187,23 +187,31 @@ def run_batched(T: TransitionMatrix, resets, passages: np.ndarray, device: str =
     return out, seconds, {"blocks": blocks, "block": step}
 
 
-def compare(name: str, graph: ig.Graph, resets, n_ent: int, sample: int | None, device: str | None) -> dict:
+def compare(name: str, graph: ig.Graph, resets, n_ent: int, sample: int | None, device: str | None,
+            repeats: int = 1) -> dict:
+    """Both engines on the same reset vectors; with repeats > 1 each time is the median of that many runs,
+    run alternately (igraph, batched, igraph, ...) so that machine noise hits both alike."""
     q = len(resets)
     passages = np.arange(n_ent, graph.vcount())
     rows = np.arange(q) if sample is None else np.linspace(0, q - 1, sample).astype(int)
     ref_in = resets.rows(rows)
     t0 = time.perf_counter()
-    ref = igraph_ppr(graph, ref_in, damping=0.5, nodes=passages)
-    t_igraph = (time.perf_counter() - t0) * q / len(rows)
-    t0 = time.perf_counter()
     T = TransitionMatrix.from_graph(graph)
     t_build = time.perf_counter() - t0
     batched_ppr(T, ref_in[:2], damping=0.5)  # warm-up (thread pools, allocator)
+    igraph_times, batched_times = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        ref = igraph_ppr(graph, ref_in, damping=0.5, nodes=passages)
+        igraph_times.append((time.perf_counter() - t0) * q / len(rows))
+        ours, t_cpu, run_stats = run_batched(T, resets, passages)
+        batched_times.append(t_cpu)
     del ref_in
-    ours, t_cpu, run_stats = run_batched(T, resets, passages)
-    out = {"case": name, "nodes": graph.vcount(), "edges": graph.ecount(), "queries": q,
+    t_igraph, t_cpu = float(np.median(igraph_times)), float(np.median(batched_times))
+    out = {"case": name, "nodes": graph.vcount(), "edges": graph.ecount(), "queries": q, "repeats": repeats,
            "igraph_s": t_igraph, "igraph_extrapolated": sample is not None, "igraph_sample": len(rows),
-           "matrix_build_s": t_build, "batched_cpu_s": t_cpu, "speedup_cpu": t_igraph / t_cpu}
+           "matrix_build_s": t_build, "batched_cpu_s": t_cpu, "speedup_cpu": t_igraph / t_cpu,
+           "igraph_runs_s": igraph_times, "batched_runs_s": batched_times}
     diff = np.abs(ours[rows] - ref)
     out["max_abs_diff"] = float(diff.max())  # over the passage nodes, which decide the ranking
     top = lambda m: [tuple(np.argsort(-r, kind="stable")[:5]) for r in m]
@@ -224,14 +232,14 @@ def compare(name: str, graph: ig.Graph, resets, n_ent: int, sample: int | None, 
 
 def table(results: list[dict]) -> str:
     has_gpu = any("batched_gpu_s" in r for r in results)
-    head = ["case", "nodes", "edges", "queries", "igraph loop (s)", "batched CPU (s)", "speedup CPU"]
+    head = ["case", "nodes", "edges", "queries", "runs", "igraph loop (s)", "batched CPU (s)", "speedup CPU"]
     head += ["batched GPU (s)", "speedup GPU"] if has_gpu else []
     head += ["max abs Δscore", "identical top-5", "peak RSS (GiB)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
-        ig_s = f"{r['igraph_s']:.1f}" + (f" (extrapolated from {r['igraph_sample']})" if r["igraph_extrapolated"] else "")
-        cells = [r["case"], f"{r['nodes']:,}", f"{r['edges']:,}", f"{r['queries']:,}", ig_s,
-                 f"{r['batched_cpu_s']:.2f}", f"{r['speedup_cpu']:.1f}×"]
+        ig_s = f"{r['igraph_s']:.2f}" + (f" (extrapolated from {r['igraph_sample']})" if r["igraph_extrapolated"] else "")
+        cells = [r["case"], f"{r['nodes']:,}", f"{r['edges']:,}", f"{r['queries']:,}", str(r["repeats"]), ig_s,
+                 f"{r['batched_cpu_s']:.3f}", f"{r['speedup_cpu']:.1f}×"]
         if has_gpu:
             cells += [f"{r['batched_gpu_s']:.2f}", f"{r['speedup_gpu']:.1f}×"] if "batched_gpu_s" in r else ["-", "-"]
         cells += [f"{r['max_abs_diff']:.1e}", f"{100 * r['top5_identical']:.0f} %", f"{r['peak_rss_gib']:.2f}"]
@@ -244,8 +252,9 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--synthetic-passages", type=int, default=100_000)
     ap.add_argument("--synthetic-queries", type=int, default=1000)
-    ap.add_argument("--igraph-sample", type=int, default=5, help="queries timed with igraph on the synthetic graph")
+    ap.add_argument("--igraph-sample", type=int, default=10, help="queries timed with igraph on the synthetic graph")
     ap.add_argument("--skip-musique", action="store_true")
+    ap.add_argument("--repeats", type=int, default=7, help="runs of each engine on musique_train (median reported)")
     ap.add_argument("--device", default="auto", help="GPU column: auto (when CUDA is present), cuda, or none")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
     args = ap.parse_args()
@@ -258,7 +267,7 @@ def main() -> None:
     if not args.skip_musique:
         data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
         g, resets, n_ent = musique_case(data)
-        results.append(compare("musique_train (real)", g, resets, n_ent, None, device))
+        results.append(compare("musique_train (real)", g, resets, n_ent, None, device, repeats=args.repeats))
         print(table(results), flush=True)
     t0 = time.perf_counter()
     g, resets, n_ent = synthetic_case(args.synthetic_passages, args.synthetic_queries)
