@@ -71,6 +71,13 @@ def score_method(name: str, queries, index, rankings, answers, raw, retrieval_to
     return summary, records
 
 
+def reader_contexts(rankings, passages: list[str], qa_top_k: int) -> list[list[str]]:
+    """What the reader sees per query: the top `qa_top_k` passages, or the texts a method chose instead
+    (`Ranking.contexts`: RAPTOR's retrieved nodes, summaries included)."""
+    return [r.contexts[:qa_top_k] if r.contexts is not None else [passages[i] for i in r.order[:qa_top_k]]
+            for r in rankings]
+
+
 UNCERTAIN = [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]
 
 
@@ -149,7 +156,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
     timings["index_s"] = time.perf_counter() - t0
 
     embeddings = EmbeddingCache(embedder, cache_dir)
-    ctx = RetrievalContext(index=index, embeddings=embeddings, params=params, llm=llm)
+    ctx = RetrievalContext(index=index, embeddings=embeddings, params=params, llm=llm, cache_dir=cache_dir)
     queries = dataset.queries
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
@@ -167,7 +174,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
             if rkey:
                 save_rankings(cache_dir, rkey, rankings)
         t_retrieve = time.perf_counter() - t0
-        contexts = [[index.passages[i] for i in r.order[: int(cfg.qa_top_k)]] for r in rankings]
+        contexts = reader_contexts(rankings, index.passages, int(cfg.qa_top_k))
         t0 = time.perf_counter()
         raw, answers = read(llm, queries, contexts, cfg.reader, stage=f"reader/{name}") if cfg.get("read", True) else (None, None)
         t_read = time.perf_counter() - t0

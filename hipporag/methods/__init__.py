@@ -7,9 +7,11 @@ from .bm25 import BM25Retriever
 from .dense import DenseRetriever
 from .hipporag2 import HippoRAG2Retriever
 from .hipporag_v1 import HippoRAGv1Retriever
+from .raptor import RaptorRetriever
 
-METHODS = {"dense": DenseRetriever, "hipporag2": HippoRAG2Retriever, "bm25": BM25Retriever, "hipporag": HippoRAGv1Retriever}
-WITH_OPTIONS = {"bm25", "hipporag"}
+METHODS = {"dense": DenseRetriever, "hipporag2": HippoRAG2Retriever, "bm25": BM25Retriever, "hipporag": HippoRAGv1Retriever,
+           "raptor": RaptorRetriever}
+WITH_OPTIONS = {"bm25", "hipporag", "raptor"}
 
 
 def get_method(name: str, options: dict | None = None) -> RetrievalMethod:

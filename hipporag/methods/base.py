@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -17,21 +18,28 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Ranking:
-    """All corpus passages for one query, best first (indices into `Index.passages`)."""
+    """All corpus passages for one query, best first (indices into `Index.passages`).
+
+    `contexts`: what the reader is shown instead of the top passages, for methods that retrieve other
+    texts than passages (RAPTOR's summaries); None = the top `qa_top_k` passages of `order`.
+    """
 
     order: np.ndarray
     scores: np.ndarray
     diagnostics: dict = field(default_factory=dict)
+    contexts: list[str] | None = None
 
 
 @dataclass
 class RetrievalContext:
-    """What a method may use: the index, query embeddings through the cache, the knobs, an LLM."""
+    """What a method may use: the index, query embeddings through the cache, the knobs, an LLM, and the
+    run's cache folder for artefacts a method builds itself (RAPTOR's tree; None = build in memory)."""
 
     index: Index
     embeddings: EmbeddingCache
     params: dict
     llm: object | None = None
+    cache_dir: Path | None = None
 
     def query_vectors(self, queries: list[Query], mode: str) -> np.ndarray:
         prefix = self.embeddings.embedder.query_prefix(mode)
