@@ -157,7 +157,16 @@ class SweepReportCallback(Callback):
 def main() -> None:
     ap = argparse.ArgumentParser(description="Write the report of a sweep directory.")
     ap.add_argument("sweep_dir", type=Path)
-    print(write_report(ap.parse_args().sweep_dir))
+    ap.add_argument("--write", type=Path, metavar="FILE", help="also put the report in a marked block of this markdown file")
+    ap.add_argument("--block", help="name of the marked block (default: the sweep folder's name)")
+    args = ap.parse_args()
+    text = write_report(args.sweep_dir)
+    print(text)
+    if args.write:
+        from .report_blocks import upsert_block
+
+        block = args.block or args.sweep_dir.name
+        upsert_block(args.write, f"<!-- report:{block}:start -->", f"<!-- report:{block}:end -->", text)
 
 
 if __name__ == "__main__":

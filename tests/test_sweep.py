@@ -64,9 +64,15 @@ def test_report_has_one_row_per_job_plus_baseline(joblib_sweep):
     frame = pd.read_csv(sweep / "report.csv")
     assert set(frame.method) == {"hipporag2", "dense"} and "damping" in frame.columns and "recall@5_p" in frame.columns
     assert {p.name for p in (sweep / "plots").glob("*.png")} >= {"recall_at_5_vs_damping.png", "recall_at_2_vs_damping.png"}
-    # the command-line report writes the same table
-    run_cli("-m", "hipporag.report", str(sweep))
+    # the command-line report writes the same table, and into a marked block of a markdown file on request
+    results = sweep.parent / "RESULTS.md"
+    results.write_text("# Results\n\nkept text\n")
+    for _ in range(2):  # the second run replaces the block instead of appending another
+        run_cli("-m", "hipporag.report", str(sweep), "--write", str(results), "--block", "damping")
     assert (sweep / "report.md").read_text() == report
+    doc = results.read_text()
+    assert doc.startswith("# Results\n\nkept text\n") and doc.count("<!-- report:damping:start -->") == 1
+    assert report.strip() in doc
 
 
 def test_wandb_offline_runs_are_grouped_and_complete(joblib_sweep):
