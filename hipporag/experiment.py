@@ -78,6 +78,11 @@ def reader_contexts(rankings, passages: list[str], qa_top_k: int) -> list[list[s
             for r in rankings]
 
 
+def llm_key(llm) -> dict:
+    """The LLM as a ranking-cache key sees it: the backend and its decoding (temperature changes outputs too)."""
+    return {"identity": llm.identity, "decoding": llm.decoding}
+
+
 UNCERTAIN = [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]
 
 
@@ -160,7 +165,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
     queries = dataset.queries
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
-    key_params = {**params, "llm": llm.identity}
+    key_params = {**params, "llm": llm_key(llm)}
     questions = [q.question for q in queries]
     for name in methods_to_run(cfg):
         t0 = time.perf_counter()

@@ -60,3 +60,25 @@ def test_the_llm_enters_a_hipporag2_ranking_key_only_through_the_filter():
     a, b = {"backend": "transformers", "model": "a"}, {"backend": "openai", "model": "b"}
     assert ranking_key("k", "hipporag2", {"filter": "none", "llm": a}, q) == ranking_key("k", "hipporag2", {"filter": "none", "llm": b}, q)
     assert ranking_key("k", "hipporag2", {"filter": "llm", "llm": a}, q) != ranking_key("k", "hipporag2", {"filter": "llm", "llm": b}, q)
+
+
+def test_llm_decoding_settings_enter_the_ranking_key_of_runs_that_use_the_llm(tmp_path):
+    """A run that changes only the temperature must not be served the other temperature's rankings."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from hipporag.experiment import llm_key
+    from hipporag.knobs import knobs
+    from hipporag.llm import build_llm
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    params = knobs(OmegaConf.load(conf / "config.yaml"))
+    keys = {}
+    for temperature in (0.0, 0.7):
+        llm_cfg = OmegaConf.merge(OmegaConf.load(conf / "llm" / "smollm2.yaml"), {"temperature": temperature})
+        llm = build_llm(llm_cfg, tmp_path)  # lazy: no model is loaded
+        for filt in ("llm", "none"):
+            keys[temperature, filt] = ranking_key("k", "hipporag2", {**params, "filter": filt, "llm": llm_key(llm)}, ["who?"])
+    assert keys[0.0, "llm"] != keys[0.7, "llm"]
+    assert keys[0.0, "none"] == keys[0.7, "none"]  # without the filter the LLM does not shape the ranking
