@@ -12,6 +12,7 @@ Three kinds of artefact live under `cache_dir`:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -34,6 +35,15 @@ class CacheMismatchError(RuntimeError):
 def stable_key(identity: dict, length: int = 16) -> str:
     """Short content address of an identity dict (key order does not matter)."""
     return text_hash(json.dumps(identity, sort_keys=True, default=str))[:length]
+
+
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
+    """Hex digest of a file's bytes, read in 1 MiB blocks (files can be larger than memory allows)."""
+    h = hashlib.new(algorithm)
+    with Path(path).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def atomic_write_text(path: Path, text: str) -> None:

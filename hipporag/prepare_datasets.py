@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import os
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cache import file_digest
 from .data import DatasetError, load_files
 from .hub import HIPPORAG2_REPO, download_hipporag2_dataset, snapshot_commit
 
@@ -48,14 +48,6 @@ class Prepared:
 def release_name(name: str) -> str:
     """The release's file stem for one of our dataset names (unknown names are taken as stems)."""
     return RELEASE_NAMES.get(name, name)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -112,7 +104,7 @@ def _source_md(p: Prepared, repo_id: str, revision: str | None, commit: str | No
     else:
         where = [f"- copied from the local folder {source_dir} (given with --from); its hub commit is not known here"]
     files = [f"  - `{f.name}`" for f in p.files]
-    sums = [f"{_sha256(f)}  {f.name}" for f in p.files]
+    sums = [f"{file_digest(f)}  {f.name}" for f in p.files]
     return "\n".join([
         f"# {p.name} — the HippoRAG 2 release",
         "",

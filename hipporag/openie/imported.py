@@ -11,11 +11,11 @@ The results go through the normal OpenIE cache, so the file is read once per cor
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
 
+from ..cache import file_digest
 from ..openie import Extraction
 from ..textnorm import passage_id
 
@@ -24,14 +24,6 @@ log = logging.getLogger(__name__)
 
 class OpenIEImportError(ValueError):
     pass
-
-
-def _file_sha1(path: Path) -> str:
-    h = hashlib.sha1()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_openie_file(path: Path) -> tuple[dict[str, dict], str]:
@@ -81,7 +73,7 @@ class ImportedExtractor:
         self._docs: dict[str, dict] | None = None
         self.layout = None
         self.report = {"file": str(self.path), "matched": 0, "extracted_by_fallback": 0}
-        self.identity = {"name": "imported", "file_sha1": _file_sha1(self.path)}
+        self.identity = {"name": "imported", "file_sha1": file_digest(self.path, "sha1")}
         if missing == "extract":
             self.identity["fallback"] = fallback.identity
 
