@@ -141,15 +141,18 @@ class TransitionMatrix:
         return self._on_device[key]
 
 
-def _clean_resets(resets: np.ndarray, n: int) -> np.ndarray:
-    resets = np.atleast_2d(np.asarray(resets, dtype=np.float64))
-    if resets.shape[1] != n:
-        raise ValueError(f"reset vectors have {resets.shape[1]} entries, the graph has {n} nodes")
-    resets = np.where(np.isnan(resets) | (resets < 0), 0.0, resets)
-    bad = np.nonzero(resets.sum(axis=1) <= 0)[0]
+def _clean_resets(resets: np.ndarray, n: int, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Reset vectors as a float64 copy with NaN and negative entries set to 0, and their row sums; errors name
+    the vector (counted from `first`). Both engines take their resets from here."""
+    resets = np.array(np.atleast_2d(resets), dtype=np.float64)
+    if resets.ndim != 2 or resets.shape[1] != n:
+        raise ValueError(f"reset vectors have {resets.shape[-1]} entries, the graph has {n} nodes")
+    resets[~(resets >= 0)] = 0.0  # NaN compares false
+    sums = resets.sum(axis=1)
+    bad = np.nonzero(sums <= 0)[0]
     if len(bad):
-        raise ValueError(f"personalisation vector {int(bad[0])} has no positive entry")
-    return resets
+        raise ValueError(f"personalisation vector {first + int(bad[0])} has no positive entry")
+    return resets, sums
 
 
 def residual_threshold(damping: float, target_error: float = TARGET_ERROR) -> float:
@@ -164,18 +167,13 @@ def convergence_rate(damping: float, symmetric: bool) -> float:
     return float(min(max(rate, 1e-6), 1 - 1e-9))
 
 
-def _reset_block(resets: np.ndarray, start: int, stop: int, device: str):
+def _reset_block(T: TransitionMatrix, resets: np.ndarray, start: int, stop: int, device: str):
     """Reset vectors start..stop, one row per query (float64, B × N, graph order): NaN and negative entries
     count as 0, each vector sums to 1."""
     import torch
 
-    u = torch.from_numpy(resets[start:stop]).to(device=device, dtype=torch.float64)
-    u = torch.nan_to_num(u, nan=0.0).clamp_(min=0.0)
-    sums = u.sum(dim=1, keepdim=True)
-    bad = torch.nonzero(sums.flatten() <= 0).flatten()
-    if len(bad):
-        raise ValueError(f"personalisation vector {start + int(bad[0])} has no positive entry")
-    return u.div_(sums)
+    clean, sums = _clean_resets(resets[start:stop], T.n, first=start)
+    return torch.from_numpy(clean).to(device=device).div_(torch.from_numpy(sums).to(device=device).unsqueeze(1))
 
 
 def column_block(T: TransitionMatrix, u, dtype):
@@ -272,9 +270,7 @@ def batched_ppr(T: TransitionMatrix, resets: np.ndarray, damping: float = 0.5, t
         raise ValueError(f"PPR dtype must be 'auto' or 'float64', not {dtype!r}")
     if not 0 <= damping < 1:
         raise ValueError(f"damping must be in [0, 1), not {damping}")
-    resets = np.atleast_2d(np.asarray(resets))
-    if resets.ndim != 2 or resets.shape[1] != T.n:
-        raise ValueError(f"reset vectors have {resets.shape[-1]} entries, the graph has {T.n} nodes")
+    resets = np.atleast_2d(np.asarray(resets))  # cleaned block by block (_reset_block): a full copy could be 8 GB
     threshold = residual_threshold(damping, tol)
     n_queries = len(resets)
     block = block_size(T.n, n_queries) if block is None else block
@@ -283,7 +279,7 @@ def batched_ppr(T: TransitionMatrix, resets: np.ndarray, damping: float = 0.5, t
     last_run.clear()
     last_run.update(block=block, device=device, symmetric=T.symmetric, blocks=[])
     for start in range(0, n_queries, block):
-        rhs = _reset_block(resets, start, start + block, device)
+        rhs = _reset_block(T, resets, start, start + block, device)
         x, info = _solve_block(T, rhs, damping, threshold, max_iter, device, float64_only=dtype == "float64")
         x = x.double()
         if T.symmetric:  # z = D^½·y
@@ -299,7 +295,7 @@ def igraph_ppr(graph: ig.Graph, resets: np.ndarray, damping: float = 0.5, direct
                nodes: np.ndarray | None = None) -> np.ndarray:
     """The reference: PRPACK once per query, called as the official HippoRAG calls it (all vertices as a
     range, the reset vector as a numpy array, edge weights)."""
-    resets = _clean_resets(resets, graph.vcount())
+    resets, _ = _clean_resets(resets, graph.vcount())
     out = np.empty((len(resets), graph.vcount() if nodes is None else len(nodes)))
     for q, reset in enumerate(resets):
         scores = np.asarray(graph.personalized_pagerank(
