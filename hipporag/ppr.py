@@ -129,16 +129,16 @@ class TransitionMatrix:
         where they fit: torch's CPU kernel (MKL) converts int64 indices on every product otherwise."""
         import torch
 
-        key = (str(device), dtype)
-        if key not in self._on_device:
+        def convert():
             m = self.matrix
             index = np.int32 if m.nnz < np.iinfo(np.int32).max else np.int64
             with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
-                self._on_device[key] = torch.sparse_csr_tensor(
+                return torch.sparse_csr_tensor(
                     torch.from_numpy(m.indptr.astype(index)), torch.from_numpy(m.indices.astype(index)),
                     torch.from_numpy(m.data), size=m.shape).to(device=device, dtype=dtype)
-        return self._on_device[key]
+
+        return self._cached((str(device), dtype), convert)
 
 
 def _clean_resets(resets: np.ndarray, n: int, first: int = 0) -> tuple[np.ndarray, np.ndarray]:
