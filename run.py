@@ -6,14 +6,18 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from hipporag.entry import register_resolvers
+
+register_resolvers()  # before Hydra composes the config: hydra.run.dir uses ${unique_suffix:}
+
 
 @hydra.main(version_base=None, config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    from hipporag.experiment import run_experiment  # heavy imports after Hydra has parsed the command line
+    from hipporag.entry import run_main  # settings are checked before any heavy import
 
     hc = HydraConfig.get()
     group = Path(hc.sweep.dir).name if hc.mode.name == "MULTIRUN" else None
-    run_experiment(cfg, Path(hc.runtime.output_dir), sweep_group=group)
+    run_main(cfg, Path(hc.runtime.output_dir), sweep_group=group)
 
 
 if __name__ == "__main__":

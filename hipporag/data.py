@@ -9,12 +9,19 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+import logging
 from importlib import resources
 from pathlib import Path
 
+from .errors import UserError
 
-class DatasetError(ValueError):
+log = logging.getLogger(__name__)
+
+
+class DatasetError(UserError, ValueError):
     """Bad or missing dataset input; the message names the file and the record."""
+
+    hint = "fix the file, or point dataset= / dataset.questions / dataset.corpus elsewhere"
 
 
 @dataclass(frozen=True)
@@ -42,18 +49,41 @@ class Dataset:
     name: str
     queries: list[Query]
     corpus: list[Passage]
+    gold_missing: dict = field(default_factory=dict)  # gold passages absent from the corpus (`check_gold`)
 
     def passage_texts(self) -> list[str]:
         """Corpus passage strings, de-duplicated in first-seen order (duplicates index once)."""
         return list(dict.fromkeys(p.content for p in self.corpus))
 
+    def check_gold(self, source: Path | str, strict: bool = False) -> dict:
+        """Gold passages that are not in the corpus can never be retrieved: they score as misses. Say so
+        once (count and first example), keep the count for metrics.json, or refuse under `strict`."""
+        corpus = set(self.passage_texts())
+        absent = [(q.id, g) for q in self.queries for g in q.gold_passages if g not in corpus]
+        total = sum(len(q.gold_passages) for q in self.queries)
+        self.gold_missing = {"passages": len(absent), "of": total,
+                             "queries": len({qid for qid, _ in absent}),
+                             "example": {"query_id": absent[0][0], "passage": absent[0][1][:200]} if absent else None}
+        if absent:
+            qid, example = absent[0]
+            message = (f"{source}: {len(absent)} of {total} gold passages ({self.gold_missing['queries']} questions) are "
+                       f"not in the corpus, e.g. question {qid!r}: {example[:60]!r}")
+            if strict:
+                raise DatasetError(message, hint="fix the corpus, or set dataset.strict_gold=false to score them as misses")
+            log.warning("%s; they count as misses (dataset.strict_gold=true refuses this)", message)
+        return self.gold_missing
+
 
 def _read_json(path: Path) -> object:
     if not path.is_file():
         raise DatasetError(f"{path}: file not found")
+    raw = path.read_bytes()
     try:
-        with path.open(encoding="utf-8") as f:
-            return json.load(f)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: not UTF-8 text (byte offset {e.start}: {e.reason}, byte 0x{raw[e.start]:02x})") from e
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise DatasetError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from e
 
@@ -66,24 +96,30 @@ def _record_label(record: object, i: int) -> str:
     return f"record {i}"
 
 
-def _as_list(value) -> list[str]:
-    return [value] if isinstance(value, str) else [str(v) for v in value]
+def _as_list(value, field: str) -> list[str]:
+    """An answer field: a string or a list of strings; anything else is a malformed record, not an answer."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise TypeError(f"'{field}' must be a string or a list of strings, got {json.dumps(value, default=str)[:80]}")
 
 
 def gold_answers(record: dict) -> list[str]:
     """Official `get_gold_answers`: answer | gold_ans | reference | obj (+ o_wiki_title, possible_answers,
     o_aliases), then answer_aliases. Returned de-duplicated in first-seen order."""
     if "answer" in record or "gold_ans" in record:
-        answers = _as_list(record.get("answer", record.get("gold_ans")))
+        field = "answer" if "answer" in record else "gold_ans"
+        answers = _as_list(record[field], field)
     elif "reference" in record:
-        answers = _as_list(record["reference"])
+        answers = _as_list(record["reference"], "reference")
     elif "obj" in record:
         answers = [str(record["obj"]), str(record["o_wiki_title"])]
         for key in ("possible_answers", "o_aliases"):
-            answers.extend(_as_list(record[key]))
+            answers.extend(_as_list(record[key], key))
     else:
         return []
-    answers.extend(str(a) for a in record.get("answer_aliases", []) or [])
+    answers.extend(_as_list(record.get("answer_aliases") or [], "answer_aliases"))
     return list(dict.fromkeys(answers))
 
 
@@ -134,8 +170,10 @@ def parse_questions(records: object, path: Path, dataset_name: str = "") -> list
             raise DatasetError(f"{path}: {label}: missing or empty 'question'")
         try:
             answers = gold_answers(record)
-        except (KeyError, TypeError) as e:
-            raise DatasetError(f"{path}: {label}: malformed answer fields ({e!r})") from e
+        except TypeError as e:
+            raise DatasetError(f"{path}: {label}: {e}") from e
+        except KeyError as e:
+            raise DatasetError(f"{path}: {label}: malformed answer fields (missing {e})") from e
         if not answers:
             raise DatasetError(f"{path}: {label}: no gold answer ('answer', 'gold_ans', 'reference' or 'obj')")
         try:
@@ -146,6 +184,8 @@ def parse_questions(records: object, path: Path, dataset_name: str = "") -> list
         qid = str(record.get("id", record.get("_id", i)))
         queries.append(Query(id=qid, question=question, gold_answers=answers,
                              gold_passages=gold if gold is not None else [], has_gold=gold is not None))
+    if not queries:
+        raise DatasetError(f"{path}: the question list is empty")
     return queries
 
 
@@ -163,13 +203,16 @@ def parse_corpus(records: object, path: Path) -> list[Passage]:
     return corpus
 
 
-def load_files(name: str, questions_path: Path, corpus_path: Path, limit: int | None = None) -> Dataset:
-    """A question file (any official layout) and a corpus file ([{title, text}])."""
+def load_files(name: str, questions_path: Path, corpus_path: Path, limit: int | None = None,
+               strict_gold: bool = False) -> Dataset:
+    """A question file (any official layout) and a corpus file ([{title, text}]), checked against each other."""
     queries = parse_questions(_read_json(questions_path), questions_path, name)
     corpus = parse_corpus(_read_json(corpus_path), corpus_path)
     if limit is not None:
         queries = queries[:limit]
-    return Dataset(name=name, queries=queries, corpus=corpus)
+    dataset = Dataset(name=name, queries=queries, corpus=corpus)
+    dataset.check_gold(questions_path, strict_gold)
+    return dataset
 
 
 def demo_data_dir() -> Path:
@@ -209,21 +252,22 @@ def load_dataset(cfg) -> Dataset:
     """Build the configured dataset (`cfg` is the `dataset` config group)."""
     source = cfg.get("source", "files")
     limit = cfg.get("limit")
+    strict = bool(cfg.get("strict_gold", False))
     name = cfg.get("name", source)
     if source == "demo":
         d = demo_data_dir()
-        return load_files("demo", d / "demo.json", d / "demo_corpus.json", limit)
+        return load_files("demo", d / "demo.json", d / "demo_corpus.json", limit, strict)
     if source == "data_dir":
         data_dir = resolve_data_dir(cfg.get("data_dir"))
         return load_files(name, _data_dir_file(data_dir, cfg.questions, "questions"),
-                          _data_dir_file(data_dir, cfg.corpus, "corpus"), limit)
+                          _data_dir_file(data_dir, cfg.corpus, "corpus"), limit, strict)
     if source == "files":
         if not cfg.get("questions") or not cfg.get("corpus"):
             raise DatasetError("dataset=files needs dataset.questions=PATH and dataset.corpus=PATH")
-        return load_files(name, Path(cfg.questions), Path(cfg.corpus), limit)
+        return load_files(name, Path(cfg.questions), Path(cfg.corpus), limit, strict)
     if source == "hub":
         from .hub import download_hipporag2_dataset
 
         questions, corpus = download_hipporag2_dataset(cfg.repo_id, cfg.hub_name, cfg.get("revision"))
-        return load_files(name, questions, corpus, limit)
+        return load_files(name, questions, corpus, limit, strict)
     raise DatasetError(f"unknown dataset source {source!r} (known: demo, data_dir, files, hub)")

@@ -37,14 +37,16 @@ def methods_to_run(cfg: DictConfig) -> list[str]:
     return names
 
 
-def score_method(name: str, queries, index, rankings, answers, raw, retrieval_top_k: int) -> tuple[dict, list[dict]]:
+def score_method(name: str, queries, index, rankings, answers, raw, retrieval_top_k: int,
+                 reader_errors=None) -> tuple[dict, list[dict]]:
     """Per-query records and their means. Recall is averaged over queries that have gold passages;
     EM/F1 are absent when reading was skipped (`read=false`)."""
     records = []
     read_done = answers is not None
     answers = answers if read_done else [None] * len(queries)
     raw = raw if read_done else [None] * len(queries)
-    for q, r, ans, resp in zip(queries, rankings, answers, raw):
+    reader_errors = reader_errors or [None] * len(queries)
+    for q, r, ans, resp, read_error in zip(queries, rankings, answers, raw, reader_errors):
         top = [index.passages[i] for i in r.order[:retrieval_top_k]]
         rec = {
             "method": name, "query_id": q.id, "question": q.question, "gold_answers": list(q.gold_answers),
@@ -55,7 +57,7 @@ def score_method(name: str, queries, index, rankings, answers, raw, retrieval_to
             "em": M.exact_match(ans, q.gold_answers) if read_done else None,
             "f1": M.f1_score(ans, q.gold_answers) if read_done else None,
             "fallback": bool(r.diagnostics.get("fallback", False)),
-            "filter_error": r.diagnostics.get("filter_error"),
+            "filter_error": r.diagnostics.get("filter_error"), "reader_error": read_error,
             "seeds": r.diagnostics.get("seeds", []), "facts": r.diagnostics.get("facts", []),
             "tie_at_cut": bool(r.diagnostics.get("tie_at_cut", False)),
         }
@@ -67,7 +69,8 @@ def score_method(name: str, queries, index, rankings, answers, raw, retrieval_to
         summary[key] = M.mean(values) if values else None
     summary.update(n_queries=len(records), fallbacks=sum(r["fallback"] for r in records),
                    ties_at_linking_cut=sum(r["tie_at_cut"] for r in records),
-                   filter_errors=sum(1 for r in records if r["filter_error"]))
+                   filter_errors=sum(1 for r in records if r["filter_error"]),
+                   reader_errors=sum(1 for r in records if r["reader_error"]))
     return summary, records
 
 
@@ -132,8 +135,42 @@ def format_summary(metrics: dict) -> str:
     out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t.items()))
     for stage, u in metrics.get("llm_usage", {}).items():
         out.append(f"LLM {stage}: {u['calls']} calls ({u['cache_hits']} cached), {u['input_tokens']} in / "
-                   f"{u['output_tokens']} out tokens, {u['seconds']:.1f} s, {u['errors']} errors")
+                   f"{u['output_tokens']} out tokens, {u['seconds']:.1f} s, {u['errors']} failed"
+                   + (f", {u['unusable']} unusable answers" if u.get("unusable") else ""))
+    out.extend(status_lines(metrics))
     return "\n".join(out)
+
+
+def llm_failures(usage: dict, max_rate: float) -> dict:
+    """Failed requests per stage, their rate, and whether it is above what the run tolerates."""
+    out = {}
+    for stage, u in usage.items():
+        if u["errors"]:
+            rate = u["errors"] / max(u["calls"], 1)
+            out[stage] = {"failed": u["errors"], "calls": u["calls"], "rate": rate, "above_max": rate > max_rate}
+    return out
+
+
+def status_lines(metrics: dict) -> list[str]:
+    """The run's health in words: a degraded run says so, and why, after its table."""
+    lines = []
+    failures = metrics.get("llm_failures", {})
+    max_rate = metrics.get("max_llm_error_rate", 0.0)
+    for stage, f in failures.items():
+        words = (f"{f['failed']} of {f['calls']} LLM calls failed in stage {stage} ({100 * f['rate']:.1f} %, "
+                 f"max_llm_error_rate {100 * max_rate:.1f} %)")
+        lines.append(("DEGRADED: " if f["above_max"] else "warning: ") + words)
+    if metrics.get("status") == "degraded":
+        fell_back = {m: v["fallbacks"] for m, v in metrics["methods"].items() if v.get("filter_errors")}
+        lines.append("DEGRADED: these numbers are not what the configuration claims"
+                     + (f" ({', '.join(f'{m}: {n} queries fell back to dense' for m, n in fell_back.items())})" if fell_back else "")
+                     + ". Nothing made from a failed call was cached: fix the LLM and rerun.")
+    gold = metrics.get("dataset_checks", {}).get("gold_missing") or {}
+    if gold.get("passages"):
+        lines.append(f"warning: {gold['passages']} of {gold['of']} gold passages are not in the corpus; they count as misses")
+    for note in metrics.get("adjusted", []):
+        lines.append(f"warning: {note}")
+    return lines
 
 
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock")
@@ -153,7 +190,14 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
     timings["load_s"] = time.perf_counter() - t0
     log.info("Dataset %s: %d queries, %d passages", dataset.name, len(dataset.queries), len(passages))
 
-    llm = build_llm(cfg.llm, cache_dir)  # models load lazily: a fully cached run never loads one
+    qa_top_k, adjusted = int(cfg.qa_top_k), []
+    if qa_top_k > len(passages):
+        adjusted.append(f"qa_top_k={qa_top_k} is larger than the corpus ({len(passages)} passages): clipped to {len(passages)}")
+        log.warning(adjusted[-1])
+        qa_top_k = params["qa_top_k"] = len(passages)
+
+    # models load lazily: a fully cached run never loads one
+    llm = build_llm(cfg.llm, cache_dir, fail_fast=bool(cfg.fail_on_llm_error))
     extractor = build_extractor(cfg.extractor, llm)
     embedder = build_embedder(cfg.embedder)
     t0 = time.perf_counter()
@@ -175,15 +219,22 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
         if rankings is not None:
             log.info("Rankings (%s): loaded from cache", name)
         else:
+            failed_before = llm.failed_requests()
             rankings = get_method(name, options).retrieve(ctx, queries)
-            if rkey:
+            failed = llm.failed_requests() - failed_before
+            if failed:
+                log.warning("Rankings (%s): not cached: %d LLM requests failed while ranking; a rerun asks again",
+                            name, failed)
+            elif rkey:
                 save_rankings(cache_dir, rkey, rankings)
         t_retrieve = time.perf_counter() - t0
-        contexts = reader_contexts(rankings, index.passages, int(cfg.qa_top_k))
+        contexts = reader_contexts(rankings, index.passages, qa_top_k)
         t0 = time.perf_counter()
-        raw, answers = read(llm, queries, contexts, cfg.reader, stage=f"reader/{name}") if cfg.get("read", True) else (None, None)
+        raw, answers, read_errors = (read(llm, queries, contexts, cfg.reader, stage=f"reader/{name}")
+                                     if cfg.get("read", True) else (None, None, None))
         t_read = time.perf_counter() - t0
-        summary, records = score_method(name, queries, index, rankings, answers, raw, int(cfg.retrieval_top_k))
+        summary, records = score_method(name, queries, index, rankings, answers, raw, int(cfg.retrieval_top_k),
+                                        read_errors)
         summary.update(retrieve_s=t_retrieve, read_s=t_read)
         method_metrics[name] = summary
         all_records.extend(records)
@@ -192,7 +243,13 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
     add_uncertainty(method_metrics, all_records, cfg.method.name, cfg.get("baseline"))
     timings["total_s"] = time.perf_counter() - t_start
 
+    usage = {stage: vars(u) for stage, u in llm.usage.items()}
+    failures = llm_failures(usage, float(cfg.max_llm_error_rate))
+    degraded = any(f["above_max"] for f in failures.values())
     metrics = {
+        "status": "degraded" if degraded else "ok",
+        "llm_failures": failures, "max_llm_error_rate": float(cfg.max_llm_error_rate),
+        "dataset_checks": {"gold_missing": dataset.gold_missing}, "adjusted": adjusted,
         "dataset": dataset.name, "n_queries": len(queries), "method": cfg.method.name,
         "baseline": cfg.get("baseline"), "methods": method_metrics,
         "bootstrap": {"resamples": M.BOOTSTRAP_RESAMPLES, "seed": M.BOOTSTRAP_SEED, "level": 0.95},
@@ -202,7 +259,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
         "openie": {**vars(report.openie), **({"import": extractor.report} if hasattr(extractor, "report") else {})},
         "cache": {"embedding_hits": report.embedding_hits + embeddings.hits,
                   "embedding_misses": report.embedding_misses + embeddings.misses},
-        "llm_usage": {stage: vars(u) for stage, u in llm.usage.items()},
+        "llm_usage": usage,
         "timings": {**report.timings, **timings},
     }
     resolved = OmegaConf.to_yaml(cfg, resolve=True)
@@ -213,6 +270,9 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
         tracker.finish()
     print(format_summary(metrics))
     print(f"outputs: {run_dir}")
+    if degraded:
+        log.error("run degraded: %s", "; ".join(f"{s}: {f['failed']}/{f['calls']} LLM calls failed"
+                                                for s, f in failures.items() if f["above_max"]))
     return metrics
 
 

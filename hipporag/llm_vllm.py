@@ -6,6 +6,7 @@ message saying so; it never falls back to another backend.
 
 from __future__ import annotations
 
+from .errors import MissingDependencyError
 from .llm import Generation
 
 
@@ -15,7 +16,7 @@ class VLLMChatLLM:
         try:
             import vllm  # noqa: F401
         except ImportError as e:
-            raise RuntimeError("llm=vllm needs vLLM and a CUDA GPU: pip install 'hipporag-harness[vllm]'") from e
+            raise MissingDependencyError("llm=vllm needs vLLM and a CUDA GPU: pip install 'hipporag-harness[vllm]'") from e
         self.model = model
         self.kwargs = {"tensor_parallel_size": tensor_parallel_size, "gpu_memory_utilization": gpu_memory_utilization,
                        "dtype": dtype, **({"max_model_len": max_model_len} if max_model_len else {})}

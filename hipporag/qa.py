@@ -30,9 +30,11 @@ def extract_answer(response: str) -> str:
     return response.strip()
 
 
-def read(llm, queries: list[Query], contexts: list[list[str]], reader_cfg, stage: str = "reader") -> tuple[list[str], list[str]]:
-    """Return (raw responses, extracted answers) for each query."""
+def read(llm, queries: list[Query], contexts: list[list[str]], reader_cfg,
+         stage: str = "reader") -> tuple[list[str], list[str], list[str | None]]:
+    """Return (raw responses, extracted answers, request errors) for each query; a failed request has the
+    error set and an empty answer, which scores 0 and is counted, never cached."""
     conversations = [reader_messages(q.question, ctx, reader_cfg) for q, ctx in zip(queries, contexts)]
     responses = llm.generate(conversations, stage=stage, max_new_tokens=int(reader_cfg.get("max_new_tokens", 64)))
     raw = [r.text for r in responses]
-    return raw, [extract_answer(r) for r in raw]
+    return raw, [extract_answer(r) for r in raw], [r.error for r in responses]

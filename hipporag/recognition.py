@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .data import Query
+from .errors import LLMFailureError
 from .openie.parse import parse_triples
 
 FILTER_SYSTEM = (
@@ -34,8 +35,8 @@ FILTER_EXAMPLE_USER = (
 FILTER_EXAMPLE_ASSISTANT = '{"fact": [["ada brenn", "born in", "marlow"], ["marlow", "lies on", "river elm"]]}'
 
 
-class LLMFilterError(RuntimeError):
-    pass
+class LLMFilterError(LLMFailureError):
+    """A filter answer was unusable and fail_on_llm_error=true asks to stop."""
 
 
 @dataclass
@@ -120,6 +121,6 @@ def recognition_filter(mode: str, queries: list[Query], candidates: list[list[tu
             if params.get("fail_on_llm_error", False):
                 raise LLMFilterError(f"filter response for query {queries[i].id!r} unusable: {e}; raw: {response.text[:200]!r}") from e
             if response.error is None:  # request failures are already counted by the LLM layer
-                llm.usage["filter"].errors += 1
+                llm.usage["filter"].unusable += 1
             results[i] = FilterResult(facts=[], error=f"{e}")
     return results

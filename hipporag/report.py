@@ -11,10 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from pathlib import Path
 
 import pandas as pd
 import yaml
+
+from .cache import atomic_write_text
+from .errors import EXIT_DEGRADED
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +51,8 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
         metrics = json.loads((job / "metrics.json").read_text())
         baseline = metrics.get("baseline")
         for method, m in metrics["methods"].items():
-            row = {"job": job.name, "method": method, "is_baseline": method == baseline and method != metrics["method"]}
+            row = {"job": job.name, "method": method, "is_baseline": method == baseline and method != metrics["method"],
+                   "status": metrics.get("status", "ok")}
             row.update({k: overrides[job].get(k) for k in swept})
             for key in HEADLINE:
                 row[key] = m.get(key)
@@ -127,13 +132,28 @@ def plot(frame: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]:
     return files
 
 
-def write_report(sweep_dir: Path) -> str:
+def degraded_jobs(frame: pd.DataFrame) -> list[str]:
+    return sorted(set(frame.loc[frame.status == "degraded", "job"]), key=lambda j: (len(j), j))
+
+
+def write_report(sweep_dir: Path, partial: bool = False) -> str:
+    """report.md, report.csv and (unless `partial`) the plots. A partial report is rewritten after every
+    job, so a sweep that is killed still leaves the report of the jobs it finished, marked as such."""
     sweep_dir = Path(sweep_dir)
     frame, swept = collect(sweep_dir)
-    text = f"# Sweep {sweep_dir.name}\n\nswept: {', '.join(swept) or '(nothing)'}\n\n" + to_markdown(frame, swept)
-    (sweep_dir / "report.md").write_text(text + "\n")
-    frame.to_csv(sweep_dir / "report.csv", index=False)
-    plots = plot(frame, swept, sweep_dir / "plots")
+    notes = []
+    if partial:
+        notes.append(f"**partial**: {frame.job.nunique()} jobs finished so far (the sweep is running, or was stopped); "
+                     "the full report is written when it ends")
+    degraded = degraded_jobs(frame)
+    if degraded:
+        notes.append(f"**DEGRADED jobs: {', '.join(degraded)}** — too many LLM calls failed there; their numbers are "
+                     "not what their configuration claims (see each job's metrics.json)")
+    text = (f"# Sweep {sweep_dir.name}\n\n" + "".join(n + "\n\n" for n in notes)
+            + f"swept: {', '.join(swept) or '(nothing)'}\n\n" + to_markdown(frame, swept))
+    atomic_write_text(sweep_dir / "report.md", text + "\n")  # parallel jobs may rewrite it at once
+    atomic_write_text(sweep_dir / "report.csv", frame.to_csv(index=False))
+    plots = [] if partial else plot(frame, swept, sweep_dir / "plots")
     log.info("Sweep report: %s (%d plots)", sweep_dir / "report.md", len(plots))
     return text
 
@@ -147,11 +167,28 @@ except ImportError:  # pragma: no cover - hydra is a dependency
 class SweepReportCallback(Callback):
     """Hydra callback: write the report when a multirun ends."""
 
-    def on_multirun_end(self, config, **kwargs) -> None:
+    def on_job_end(self, config, job_return=None, **kwargs) -> None:
+        from hydra.types import RunMode
+
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
         try:
-            print(write_report(Path(config.hydra.sweep.dir)))
+            write_report(Path(config.hydra.sweep.dir), partial=True)
+        except FileNotFoundError:
+            pass  # no job has finished yet
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        """The final report; the sweep exits with code 3 when a job finished degraded."""
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            print(write_report(sweep_dir))
         except FileNotFoundError as e:
             log.warning("No sweep report: %s", e)
+            return
+        degraded = degraded_jobs(collect(sweep_dir)[0])
+        if degraded:
+            print(f"DEGRADED: jobs {', '.join(degraded)} of this sweep finished with too many failed LLM calls")
+            sys.exit(EXIT_DEGRADED)
 
 
 def main() -> None:

@@ -83,6 +83,7 @@ class WandbTracker:
             for k, v in flat.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     summary[f"{method}/{k.replace('.', '/')}"] = v
+        summary["status"] = metrics.get("status", "ok")
         summary.update({f"timing/{k}": v for k, v in metrics.get("timings", {}).items()})
         for stage, usage in metrics.get("llm_usage", {}).items():
             summary.update({f"llm/{stage}/{k}": v for k, v in usage.items()})

@@ -65,3 +65,33 @@ def test_malformed_corpus_and_missing_file(tmp_path):
         load_files("t", q, tmp_path / "nowhere.json")
     with pytest.raises(DatasetError, match="dataset.questions=PATH"):
         load_dataset(OmegaConf.create({"source": "files", "questions": None, "corpus": None}))
+
+
+def test_inputs_are_checked_at_load(tmp_path, caplog):
+    corpus = write(tmp_path, "c.json", CORPUS)
+    with pytest.raises(DatasetError, match=r"q\.json: the question list is empty"):
+        load_files("t", write(tmp_path, "q.json", []), corpus)
+    bad = tmp_path / "latin1.json"
+    bad.write_bytes(json.dumps([{"question": "Où est né Zoë?", "answer": "x"}]).replace("\\u00f9", "\xf9").encode("latin-1"))
+    with pytest.raises(DatasetError, match=r"latin1\.json: not UTF-8 text \(byte offset 16"):
+        load_files("t", bad, corpus)
+    obj = write(tmp_path, "obj.json", [{"id": "r1", "question": "q?", "answer": {"a": 1}}])
+    with pytest.raises(DatasetError, match=r"obj\.json: record 0 \(id 'r1'\): 'answer' must be a string or a list of strings"):
+        load_files("t", obj, corpus)
+    nums = write(tmp_path, "nums.json", [{"question": "q?", "answer": ["x", 3]}])
+    with pytest.raises(DatasetError, match="'answer' must be a string or a list of strings"):
+        load_files("t", nums, corpus)
+
+
+def test_gold_passages_absent_from_the_corpus_warn_once_or_stop(tmp_path, caplog):
+    qs = [{"id": f"x{i}", "question": "q?", "answer": "a",
+           "paragraphs": [{"title": "A", "text": "alpha"}, {"title": "Z", "text": f"missing {i}"}]} for i in range(3)]
+    questions, corpus = write(tmp_path, "q.json", qs), write(tmp_path, "c.json", CORPUS)
+    with caplog.at_level("WARNING"):
+        ds = load_files("t", questions, corpus)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "3 of 6 gold passages (3 questions) are not in the corpus" in warnings[0]
+    assert "'Z\\nmissing 0'" in warnings[0]
+    assert ds.gold_missing["passages"] == 3 and ds.gold_missing["example"]["query_id"] == "x0"
+    with pytest.raises(DatasetError, match="3 of 6 gold passages"):
+        load_files("t", questions, corpus, strict_gold=True)

@@ -55,7 +55,8 @@ def test_openai_client_end_to_end_with_cache(server, tmp_path):
     params = {"linking_top_k": 5, "filter_max_new_tokens": 64}
     [kept] = recognition_filter("llm", queries, candidates, llm, params)
     assert kept.error or set(kept.facts) <= set(candidates[0])
-    raw, answers = read(llm, queries, [PASSAGES[:2]], _reader_cfg(), stage="reader")
+    raw, answers, errors = read(llm, queries, [PASSAGES[:2]], _reader_cfg(), stage="reader")
+    assert errors == [None]
     assert isinstance(answers[0], str) and raw[0]
     assert models.requests == after_openie + 2
     usage = {stage: vars(u) for stage, u in llm.usage.items()}

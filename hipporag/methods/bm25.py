@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..data import Query
+from ..errors import MissingDependencyError
 from .base import Ranking, RetrievalContext
 
 DEFAULTS = {"k1": 1.5, "b": 0.75, "variant": "lucene", "stopwords": "en", "stemmer": None}
@@ -22,7 +23,7 @@ def _stemmer(language: str | None):
     try:
         import Stemmer
     except ImportError as e:
-        raise RuntimeError(f"bm25 stemmer={language!r} needs PyStemmer: pip install PyStemmer") from e
+        raise MissingDependencyError(f"bm25 stemmer={language!r} needs PyStemmer: pip install PyStemmer") from e
     return Stemmer.Stemmer(language).stemWords
 
 

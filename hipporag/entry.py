@@ -1,0 +1,65 @@
+"""What `python run.py` does around one experiment: check the knobs first, then run, then exit cleanly.
+
+Light on purpose (no torch, no models): a bad knob or a user error costs seconds, not a model load.
+Exit codes: 0 done; 2 a user error (one line with a hint; HYDRA_FULL_ERROR=1 shows the traceback);
+3 the run finished degraded (too many failed LLM calls; its files say so); 130 interrupted (the cache
+keeps everything committed, so a rerun resumes).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from .errors import EXIT_DEGRADED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
+
+INTERRUPTED = "interrupted; the cache is kept and a rerun resumes"
+
+
+def register_resolvers() -> None:
+    """`${unique_suffix:}` in hydra.run.dir / hydra.sweep.dir: runs started in the same second get
+    different folders. Cached, so every use within one run (and each sweep job's copy) sees one value."""
+    if not OmegaConf.has_resolver("unique_suffix"):
+        OmegaConf.register_new_resolver("unique_suffix", lambda: secrets.token_hex(3), use_cache=True)
+
+
+def _to_log_files(level: int, message: str) -> None:
+    """Write to the run's log files only (run.log), the console has had its one line already."""
+    record = logging.LogRecord("hipporag", level, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
+def fail(message: str, code: int) -> None:
+    print(message, file=sys.stderr, flush=True)
+    _to_log_files(logging.ERROR, message)
+    sys.exit(code)
+
+
+def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | None:
+    """Check the settings, run the experiment, and turn user errors and Ctrl-C into clean exits."""
+    full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    try:
+        from .settings import check_settings
+
+        check_settings(cfg)
+        from .experiment import run_experiment  # heavy imports only once the knobs are known to be good
+
+        metrics = run_experiment(cfg, run_dir, sweep_group=sweep_group)
+    except UserError as e:
+        if full_error:
+            raise
+        fail(f"error: {e.one_line()}", EXIT_USER_ERROR)
+    except KeyboardInterrupt:
+        if full_error:
+            raise
+        fail(INTERRUPTED, EXIT_INTERRUPTED)
+    if metrics.get("status") == "degraded" and sweep_group is None:
+        sys.exit(EXIT_DEGRADED)  # a sweep goes on; its report and exit code say it at the end
+    return metrics

@@ -1,0 +1,181 @@
+"""Every knob's type and allowed values, checked once at start-up, before any work.
+
+A bad value (`retrieval_top_k=0`, `damping=1.5`, `filter=maybe`) stops the run within seconds with one
+line naming the knob, the value and what is allowed — not after the index has loaded, and never
+silently (`linking_top_k=0` used to turn HippoRAG 2 into dense retrieval without a word). Keys of the
+config groups (`llm.`, `embedder.`, `dataset.`, `method.`, ...) are checked when the chosen group has
+them. Adding a knob: add its rule here; `tests/test_settings.py` fails for a top-level knob without one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from .errors import SettingError
+
+
+@dataclass(frozen=True)
+class Rule:
+    allowed: str                      # what the error message says is allowed
+    ok: Callable[[object], bool]
+    optional: bool = False            # null is allowed too
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def integer(lo: int | None = None, hi: int | None = None, optional: bool = False) -> Rule:
+    bounds = (f" >= {lo}" if hi is None else f" in [{lo}, {hi}]") if lo is not None else ""
+    return Rule(f"an integer{bounds}", lambda v: _is_int(v) and (lo is None or v >= lo) and (hi is None or v <= hi),
+                optional)
+
+
+def number(lo: float | None = None, hi: float | None = None, hi_open: bool = False, lo_open: bool = False,
+           optional: bool = False) -> Rule:
+    if lo is not None and hi is not None:
+        bounds = f" in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+    elif lo is not None:
+        bounds = f" {'>' if lo_open else '>='} {lo}"
+    else:
+        bounds = ""
+
+    def ok(v) -> bool:
+        if not _is_number(v):
+            return False
+        if lo is not None and (v < lo or (lo_open and v == lo)):
+            return False
+        return hi is None or not (v > hi or (hi_open and v == hi))
+
+    return Rule(f"a number{bounds}", ok, optional)
+
+
+def boolean() -> Rule:
+    return Rule("true or false", lambda v: isinstance(v, bool))
+
+
+def choice(*values: str, optional: bool = False) -> Rule:
+    return Rule("one of " + ", ".join(values), lambda v: v in values, optional)
+
+
+def text(optional: bool = False) -> Rule:
+    return Rule("a non-empty string", lambda v: isinstance(v, str) and bool(v.strip()), optional)
+
+
+def existing_file(optional: bool = True) -> Rule:
+    return Rule("the path of an existing file", lambda v: isinstance(v, str) and Path(v).expanduser().is_file(), optional)
+
+
+def device() -> Rule:
+    return Rule("auto, cpu, cuda or cuda:N",
+                lambda v: isinstance(v, str) and (v in ("auto", "cpu", "cuda") or
+                                                  (v.startswith("cuda:") and v[5:].isdigit())))
+
+
+def method_names() -> tuple[str, ...]:
+    from .methods import METHODS  # the registry is the one list of methods
+
+    return tuple(sorted(METHODS))
+
+
+def method_name(optional: bool = False) -> Rule:
+    return Rule("one of " + ", ".join(method_names()), lambda v: v in method_names(), optional)
+
+
+# Top-level knobs (conf/config.yaml): every one has a rule.
+TOP_LEVEL: dict[str, Rule] = {
+    "baseline": method_name(optional=True),
+    "read": boolean(),
+    "cache_dir": text(),
+    "damping": number(0, 1, hi_open=True),
+    "passage_node_weight": number(0),
+    "linking_top_k": integer(1),
+    "linking_tie_break": choice("first", "last"),
+    "retrieval_top_k": integer(1),
+    "qa_top_k": integer(1),
+    "ppr_engine": choice("batched", "igraph"),
+    "ppr_device": device(),
+    "synonymy_threshold": number(-1, 1),
+    "synonymy_topk": integer(1),
+    "synonymy_edges": boolean(),
+    "directed": boolean(),
+    "filter": choice("none", "llm"),
+    "passage_nodes": boolean(),
+    "node_specificity": boolean(),
+    "linking": choice("query_to_triple", "query_to_node", "ner_to_node"),
+    "fail_on_llm_error": boolean(),
+    "max_llm_error_rate": number(0, 1),
+    "filter_snap_cutoff": number(0, 1),
+    "filter_prompt": existing_file(),
+    "filter_max_new_tokens": integer(1),
+}
+
+# Keys of the config groups, checked when the selected group defines them.
+GROUP_KEYS: dict[str, Rule] = {
+    "method.name": method_name(),
+    "method.k1": number(0, lo_open=True),
+    "method.b": number(0, 1),
+    "method.ner": choice("spacy", "llm"),
+    "method.levels": integer(1),
+    "method.reduction_dim": integer(1),
+    "method.local_neighbors": integer(2),
+    "method.threshold": number(0, 1),
+    "method.max_clusters": integer(2),
+    "method.max_cluster_tokens": integer(1),
+    "method.max_new_tokens": integer(1),
+    "method.seed": integer(0),
+    "dataset.limit": integer(1, optional=True),
+    "dataset.strict_gold": boolean(),
+    "dataset.source": choice("demo", "data_dir", "files", "hub"),
+    "extractor.name": choice("spacy", "imported", "llm"),
+    "extractor.batch_size": integer(1),
+    "extractor.max_new_tokens": integer(1),
+    "extractor.missing": choice("error", "extract"),
+    "embedder.backend": choice("sentence-transformers", "openai"),
+    "embedder.batch_size": integer(1),
+    "embedder.device": device(),
+    "llm.backend": choice("transformers", "openai", "vllm"),
+    "llm.batch_size": integer(1),
+    "llm.device": device(),
+    "llm.max_concurrency": integer(1),
+    "llm.timeout": number(0, lo_open=True),
+    "llm.max_retries": integer(0),
+    "llm.max_new_tokens": integer(1),
+    "llm.temperature": number(0),
+    "llm.tensor_parallel_size": integer(1),
+    "llm.gpu_memory_utilization": number(0, 1, lo_open=True),
+    "reader.max_new_tokens": integer(1),
+    "tracker.name": choice("wandb", "none"),
+    "tracker.mode": choice("auto", "online", "offline", "disabled"),
+}
+
+_ABSENT = object()
+
+
+def _plain(value):
+    return OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """Raise SettingError for the first knob whose value its rule refuses (or a top-level knob missing)."""
+    for key, rule in {**TOP_LEVEL, **GROUP_KEYS}.items():
+        value = OmegaConf.select(cfg, key, default=_ABSENT)
+        if value is _ABSENT:
+            if key in TOP_LEVEL:
+                raise SettingError(f"{key} is missing from the config (allowed: {rule.allowed})")
+            continue
+        value = _plain(value)
+        if value is None and rule.optional:
+            continue
+        if not rule.ok(value):
+            raise SettingError(f"{key}={value!r} is not allowed: expected {rule.allowed}"
+                               + (" or null" if rule.optional else ""))
