@@ -21,4 +21,10 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C outside the experiment (Hydra's start or teardown)
+        from hipporag.entry import INTERRUPTED, fail
+        from hipporag.errors import EXIT_INTERRUPTED
+
+        fail(INTERRUPTED, EXIT_INTERRUPTED)

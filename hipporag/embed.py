@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from . import failpoints
 from .cache import KeyValueStore, stable_key
 from .device import pick_device
 from .textnorm import text_hash
@@ -143,13 +144,14 @@ class EmbeddingCache:
         self.misses += len(missing)
         if missing:
             by_key = {k: t for k, t in zip(keys, texts)}
-            chunk = 1024
+            chunk = 16 * int(getattr(self.embedder, "batch_size", 64))  # committed together: a kill loses one chunk
             with tqdm(total=len(missing), desc=f"Embedding {what}", unit="text") as bar:
                 for start in range(0, len(missing), chunk):
                     part = missing[start : start + chunk]
                     vecs = self.embedder.encode([by_key[k] for k in part], prefix=prefix)
                     new = {k: v.tobytes() for k, v in zip(part, vecs)}
                     store.put_many(new)
+                    failpoints.hit("embed.committed")
                     found.update(new)
                     bar.update(len(part))
         log.info("Embeddings (%s): %d/%d from cache", what, len(texts) - len(missing), len(texts))

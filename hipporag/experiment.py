@@ -12,6 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from . import failpoints
 from . import metrics as M
 from .data import load_dataset
 from .embed import EmbeddingCache, build_embedder
@@ -177,6 +178,7 @@ QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock")
 
 
 def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = None) -> dict:
+    failpoints.hit("job.start")
     t_start = time.perf_counter()
     for name in QUIET_LOGGERS:  # one line per HTTP request drowns the run log
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -227,6 +229,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
                             name, failed)
             elif rkey:
                 save_rankings(cache_dir, rkey, rankings)
+                failpoints.hit("rankings.saved")
         t_retrieve = time.perf_counter() - t0
         contexts = reader_contexts(rankings, index.passages, qa_top_k)
         t0 = time.perf_counter()

@@ -7,8 +7,8 @@ never rebuilds it. Concurrent jobs take a file lock: one builds, the others wait
 
 from __future__ import annotations
 
-import json
 import logging
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,7 +17,8 @@ import igraph as ig
 import numpy as np
 from filelock import FileLock, Timeout
 
-from .cache import atomic_write_json, building, check_manifest, stable_key
+from . import failpoints
+from .cache import atomic_write_json, load_or_build_folder, read_json, stable_key
 from .embed import EmbeddingCache
 from .knobs import INDEX_KNOBS
 from .graph import build_graph, prepare_graph_inputs
@@ -89,11 +90,23 @@ def build_index(passages: list[str], extractor: Extractor, embedder, params: dic
         log.info("Index %s is being built by another job; waiting for it", key)
         t0 = time.perf_counter()
         lock.acquire()
-        log.info("Index %s: waited %.1f s, loading it from the cache", key, time.perf_counter() - t0)
+        if (cache_dir / "graph" / key).exists():
+            log.info("Index %s: waited %.1f s, loading it from the cache", key, time.perf_counter() - t0)
+        else:  # the builder died (or was killed): its committed OpenIE and embeddings are reused
+            log.warning("Index %s: waited %.1f s, but the job building it stopped before finishing; "
+                        "taking over its work here", key, time.perf_counter() - t0)
     try:
         return _build_index_locked(passages, extractor, embedder, params, cache_dir, identity, key)
     finally:
         lock.release()
+
+
+def load_or_build_graph(graph_dir: Path, identity: dict, build) -> tuple[ig.Graph, dict, bool]:
+    """(graph, stats, loaded from the cache?). `build(tmp)` writes graph.pickle, stats.json and manifest.json;
+    a damaged folder is reported, removed and built again (cache.load_or_build_folder)."""
+    files, cached = load_or_build_folder(graph_dir, build, {"graph.pickle": lambda p: ig.Graph.Read_Pickle(str(p)),
+                                                             "stats.json": read_json}, identity)
+    return files["graph.pickle"], files["stats.json"], cached
 
 
 def _build_index_locked(passages, extractor, embedder, params, cache_dir: Path, identity: dict, key: str):
@@ -114,29 +127,31 @@ def _build_index_locked(passages, extractor, embedder, params, cache_dir: Path, 
     report.embedding_hits, report.embedding_misses = embed.hits, embed.misses
 
     report.key = key
-    graph_dir = cache_dir / "graph" / key
     t0 = time.perf_counter()
-    if not graph_dir.exists():
-        with building(graph_dir) as tmp:
-            if tmp is not None:
-                synonymy = None
-                if params["synonymy_edges"] and inputs.entities:
-                    t_syn = time.perf_counter()
-                    store = SynonymyStore(cache_dir, embedder.identity, params["synonymy_threshold"])
-                    synonymy = store.pairs(inputs.entities, lambda texts: embed.embed(texts, what="entities"),
-                                           int(params["synonymy_topk"]))
-                    report.timings["synonymy_s"] = time.perf_counter() - t_syn
-                    report.synonymy = dict(store.last_stats)
-                    store.close()
-                graph, stats = build_graph(passages, inputs, synonymy, directed=bool(params.get("directed", False)))
-                graph.write_pickle(str(tmp / "graph.pickle"))
-                atomic_write_json(tmp / "stats.json", asdict(stats))
-                atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time()})
+
+    def build(tmp: Path) -> None:
+        synonymy = None
+        if params["synonymy_edges"] and inputs.entities:
+            t_syn = time.perf_counter()
+            store = SynonymyStore(cache_dir, embedder.identity, params["synonymy_threshold"])
+            synonymy = store.pairs(inputs.entities, lambda texts: embed.embed(texts, what="entities"),
+                                   int(params["synonymy_topk"]))
+            report.timings["synonymy_s"] = time.perf_counter() - t_syn
+            report.synonymy = dict(store.last_stats)
+            store.close()
+        graph, stats = build_graph(passages, inputs, synonymy, directed=bool(params.get("directed", False)))
+        graph.write_pickle(str(tmp / "graph.pickle"))
+        atomic_write_json(tmp / "stats.json", asdict(stats))
+        atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time()})
+        failpoints.hit("graph.written")
+
+    if report.openie.failed_requests:  # a graph missing those passages' triples is never cached as good
+        log.warning("Graph %s: built for this run only, not cached: OpenIE failed for %d passages (LLM errors); "
+                    "a rerun extracts them again", key, report.openie.failed_requests)
+        with tempfile.TemporaryDirectory() as scratch:
+            graph, stats, _ = load_or_build_graph(Path(scratch) / key, identity, build)
     else:
-        report.graph_cached = True
-    check_manifest(graph_dir / "manifest.json", json.loads(json.dumps(identity, default=str)))
-    graph = ig.Graph.Read_Pickle(str(graph_dir / "graph.pickle"))
-    stats = json.loads((graph_dir / "stats.json").read_text())
+        graph, stats, report.graph_cached = load_or_build_graph(cache_dir / "graph" / key, identity, build)
     report.timings["graph_s"] = time.perf_counter() - t0
     log.info("Graph %s: %s (%d nodes, %d edges)", key, "loaded from cache" if report.graph_cached else "built",
              graph.vcount(), graph.ecount())

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from .cache import stable_key
+from .cache import KeyValueStore, stable_key
 from .textnorm import alnum_length
 
 log = logging.getLogger(__name__)
@@ -59,20 +58,22 @@ def pairs_from_lists(names: list[str], lists: list[list[tuple[int, float]]], top
 
 
 class SynonymyStore:
-    """Per-entity neighbour lists (by text) over every entity this (embedder, threshold) has seen."""
+    """Per-entity neighbour lists (by text) over every entity this (embedder, threshold) has seen.
+
+    A KeyValueStore (entity text -> JSON list of [text, cosine]) holds them, so a damaged list or file
+    is dropped and recomputed like any other cached value.
+    """
 
     def __init__(self, cache_dir: Path, embedder_identity: dict, threshold: float):
         self.identity = {"embedder": embedder_identity, "threshold": float(threshold)}
         self.threshold = float(threshold)
-        path = Path(cache_dir) / "synonymy" / f"{stable_key(self.identity)}.sqlite"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(path, timeout=600.0)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("CREATE TABLE IF NOT EXISTS nbrs (text TEXT PRIMARY KEY, nbrs TEXT NOT NULL)")
+        # `.kv.sqlite`: the file of older versions (a plain `nbrs` table) is left alone, not mixed with this one
+        path = Path(cache_dir) / "synonymy" / f"{stable_key(self.identity)}.kv.sqlite"
+        self.store = KeyValueStore(path, self.identity)
         self.last_stats: dict = {}
 
     def universe(self) -> list[str]:
-        return [t for (t,) in self.conn.execute("SELECT text FROM nbrs ORDER BY rowid")]
+        return self.store.keys()
 
     def update(self, entities: list[str], embed: Callable[[list[str]], np.ndarray], block: int = 1024) -> None:
         """Add the entities not seen yet: compare them with the whole universe, extend old lists."""
@@ -96,31 +97,31 @@ class SynonymyStore:
                 new_lists[added[start + r]] = [[everything[j], float(row[j])] for j in js]
                 for j in js[js < len(old)]:
                     grown.setdefault(int(j), []).append([added[start + r], float(row[j])])
-        with self.conn:
-            if grown:
-                rows = dict(self.conn.execute(
-                    f"SELECT text, nbrs FROM nbrs WHERE text IN ({','.join('?' * len(grown))})", [old[j] for j in grown]
-                ).fetchall()) if len(grown) < 900 else dict(self.conn.execute("SELECT text, nbrs FROM nbrs").fetchall())
-                self.conn.executemany("UPDATE nbrs SET nbrs = ? WHERE text = ?",
-                                      [(json.dumps(json.loads(rows[old[j]]) + extra), old[j]) for j, extra in grown.items()])
-            self.conn.executemany("INSERT INTO nbrs (text, nbrs) VALUES (?, ?)",
-                                  [(t, json.dumps(n)) for t, n in new_lists.items()])
+        stored = self.store.get_many([old[j] for j in grown]) if grown else {}
+        for j, extra in grown.items():
+            if old[j] in stored:  # a list dropped as damaged is recomputed when its entity is next added
+                have = json.loads(stored[old[j]])
+                seen = {t for t, _ in have}  # an entity re-added after its own list was damaged is listed once
+                new_lists[old[j]] = have + [x for x in extra if x[0] not in seen]
+        self.store.put_many({t: json.dumps(n).encode() for t, n in new_lists.items()})  # one transaction
         self.last_stats["seconds"] = time.perf_counter() - t0
         log.info("Synonymy: %d new entities compared with %d (%.1f s)", len(added), len(everything),
                  self.last_stats["seconds"])
 
     def lists_for(self, entities: list[str]) -> list[list[tuple[int, float]]]:
-        """Neighbour lists restricted to `entities`, as indices into it."""
+        """Neighbour lists restricted to `entities`, as indices into it. KeyError if one is not stored."""
         index = {e: i for i, e in enumerate(entities)}
-        stored = dict(self.conn.execute("SELECT text, nbrs FROM nbrs").fetchall())
-        out = []
-        for e in entities:
-            out.append([(index[t], s) for t, s in json.loads(stored[e]) if t in index])
-        return out
+        stored = self.store.get_many(entities)
+        return [[(index[t], s) for t, s in json.loads(stored[e]) if t in index] for e in entities]
 
     def pairs(self, entities: list[str], embed: Callable[[list[str]], np.ndarray], topk: int) -> dict[tuple[int, int], float]:
         self.update(entities, embed)
-        return pairs_from_lists(entities, self.lists_for(entities), topk)
+        try:
+            lists = self.lists_for(entities)
+        except KeyError:  # a list was damaged and dropped just now: update recomputes it
+            self.update(entities, embed)
+            lists = self.lists_for(entities)
+        return pairs_from_lists(entities, lists, topk)
 
     def close(self) -> None:
-        self.conn.close()
+        self.store.close()

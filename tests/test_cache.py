@@ -44,7 +44,7 @@ def test_openie_is_incremental_and_counts_errors(tmp_path):
 def test_store_refuses_another_producer(tmp_path):
     KeyValueStore(tmp_path / "s.sqlite", {"model": "a"}).put_many({"k": b"v"})
     with pytest.raises(CacheMismatchError, match=r"'model': 'a'.*'model': 'b'"):
-        KeyValueStore(tmp_path / "s.sqlite", {"model": "b"})
+        KeyValueStore(tmp_path / "s.sqlite", {"model": "b"}).get_many(["k"])  # opened lazily: at the first use
     assert KeyValueStore(tmp_path / "s.sqlite", {"model": "a"}).get_many(["k", "z"]) == {"k": b"v"}
 
 

@@ -39,7 +39,6 @@ included) through `Ranking.contexts`.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -49,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache import atomic_write_json, building, check_manifest, stable_key
+from ..cache import atomic_write_json, load_or_build_folder, read_json, stable_key
 from ..data import Query
 from ..index import corpus_hash
 from .base import Ranking, RetrievalContext
@@ -294,17 +293,30 @@ def load_or_build_tree(ctx: RetrievalContext, o: dict) -> tuple[Tree, bool]:
     if ctx.cache_dir is None:
         return build(), False
     folder = Path(ctx.cache_dir) / "raptor" / stable_key(identity)
-    loaded = True
-    if not folder.exists():
-        with building(folder) as tmp:
-            if tmp is not None:
-                tree = build()
-                atomic_write_json(tmp / "tree.json", tree.to_json())
-                atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time(),
-                                                          "libraries": _library_versions(), "stats": tree.stats})
-                loaded = False
-    check_manifest(folder / "manifest.json", json.loads(json.dumps(identity, default=str)))
-    tree = Tree.from_json(json.loads((folder / "tree.json").read_text()))
+
+    class Uncacheable(Exception):
+        """The tree holds fallback summaries written because LLM requests failed: used once, never cached."""
+
+        def __init__(self, tree: Tree):
+            self.tree = tree
+
+    def write(tmp: Path) -> None:
+        tree = build()
+        if tree.stats.get("summary_errors"):
+            raise Uncacheable(tree)  # `building` removes the temporary folder
+        atomic_write_json(tmp / "tree.json", tree.to_json())
+        atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time(),
+                                                  "libraries": _library_versions(), "stats": tree.stats})
+
+    # verified against its checksums; a damaged tree is reported, removed and built again
+    try:
+        files, loaded = load_or_build_folder(folder, write, {"tree.json": lambda p: Tree.from_json(read_json(p))},
+                                             identity)
+    except Uncacheable as e:
+        log.warning("raptor: tree not cached: %d summaries failed (LLM errors); a rerun asks again",
+                    e.tree.stats["summary_errors"])
+        return e.tree, False
+    tree = files["tree.json"]
     log.info("raptor: tree %s %s (levels %s)", folder.name, "loaded from cache" if loaded else "built",
              tree.level_sizes())
     return tree, loaded

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from tqdm.auto import tqdm
 
+from .. import failpoints
 from ..cache import KeyValueStore, stable_key
 from ..textnorm import text_hash
 
@@ -50,6 +51,7 @@ class OpenIEStats:
     cached: int = 0
     extracted: int = 0
     errors: int = 0
+    failed_requests: int = 0  # passages whose extraction failed in the backend (LLM errors): not cached
     error_examples: list[str] = field(default_factory=list)
 
 
@@ -72,9 +74,11 @@ def openie_store(cache_dir: Path, identity: dict) -> KeyValueStore:
 
 
 def run_openie(
-    passages: list[str], extractor: Extractor, cache_dir: Path, batch_size: int = 64
+    passages: list[str], extractor: Extractor, cache_dir: Path, batch_size: int | None = None
 ) -> tuple[list[Extraction], OpenIEStats]:
-    """Extract every passage not yet in the cache, in committed batches; return all results in order."""
+    """Extract every passage not yet in the cache, in committed batches (the extractor's `batch_size`,
+    default 64: a kill loses at most the batch in flight); return all results in order."""
+    batch_size = int(batch_size or getattr(extractor, "batch_size", None) or 64)
     store = openie_store(cache_dir, extractor.identity)
     keys = [text_hash(p) for p in passages]
     cached = store.get_many(keys)
@@ -92,12 +96,14 @@ def run_openie(
             batch = todo[start : start + batch_size]
             out = extractor.extract([passages[i] for i in batch])
             store.put_many({keys[i]: e.to_bytes() for i, e in zip(batch, out) if not e.transient})
+            failpoints.hit("openie.committed")
             for i, e in zip(batch, out):
                 results[keys[i]] = e
             stats.extracted += len(batch)
             bar.update(len(batch))
     ordered = [results[k] for k in keys]
     for p, e in zip(passages, ordered):
+        stats.failed_requests += e.transient
         if e.error:
             stats.errors += 1
             if len(stats.error_examples) < 3:

@@ -1,0 +1,364 @@
+"""Fault injection through the real command line on real files: every number printed is the number it claims.
+
+- kill -9 in each stage (a failpoint, `hipporag/failpoints.py`, sends the SIGKILL at a known moment): the
+  rerun redoes at most the chunk in flight and gives the metrics of a run that was never killed;
+- three runs started at once: one index build, three folders whose files agree;
+- each damaged cache file: one warning naming it, recovery, the same numbers;
+- each bad input or knob: exit code 2 and one line, before any model loads;
+- Ctrl-C: exit 130 and one line; the rerun resumes;
+- a dead or failing LLM server: nothing made from failed calls is cached, and a rerun against a live local
+  server gets real filter results.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cli import ROOT, cli_env, run_cli  # noqa: E402
+
+# Small commit chunks, so that a kill lands between chunks: OpenIE commits every 10 passages, embeddings
+# every 32 texts (16 × batch_size). Every run here uses them, the reference too.
+SETTINGS = ("tracker=none", "read=false", "extractor.batch_size=10", "embedder.batch_size=2")
+KILLED = -signal.SIGKILL
+
+
+def run(tmp: Path, cache: Path, name: str, *overrides: str, env: dict | None = None, expect_rc: int = 0):
+    return run_cli("run.py", *SETTINGS, f"cache_dir={cache}", f"hydra.run.dir={tmp / name}", *overrides,
+                   env=env, expect_rc=expect_rc)
+
+
+def metrics(run_dir: Path) -> dict:
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def numbers(run_dir: Path) -> dict:
+    """Every metric each method reports: what must not change under a fault."""
+    m = metrics(run_dir)
+    return {name: {k: v for k, v in values.items() if k.startswith("recall@") or k in ("em", "f1", "fallbacks")}
+            for name, values in m["methods"].items()}
+
+
+def warnings_naming(proc, needle: str) -> list[str]:
+    return [line for line in (proc.stdout + proc.stderr).splitlines() if "WARNING" in line and needle in line]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One run never interrupted, on a fresh cache: the numbers every faulty run must reproduce."""
+    tmp = tmp_path_factory.mktemp("faults")
+    run(tmp, tmp / "cache", "reference")
+    return tmp, tmp / "cache", numbers(tmp / "reference"), metrics(tmp / "reference")
+
+
+# ------------------------------------------------------------------------------------------- kill -9
+def test_kill_during_openie_resumes_with_the_batch_in_flight(reference, tmp_path):
+    _, _, expected, _ = reference
+    run(tmp_path, tmp_path / "cache", "killed", env={"HIPPORAG_FAILPOINT": "openie.committed:2"}, expect_rc=KILLED)
+    run(tmp_path, tmp_path / "cache", "rerun")
+    openie = metrics(tmp_path / "rerun")["openie"]
+    assert (openie["cached"], openie["extracted"]) == (20, 25)  # two committed batches of 10 kept
+    assert numbers(tmp_path / "rerun") == expected
+
+
+def test_kill_during_embedding_resumes_with_the_chunk_in_flight(reference, tmp_path):
+    _, _, expected, ref = reference
+    run(tmp_path, tmp_path / "cache", "killed", env={"HIPPORAG_FAILPOINT": "embed.committed:1"}, expect_rc=KILLED)
+    run(tmp_path, tmp_path / "cache", "rerun")
+    cache = metrics(tmp_path / "rerun")["cache"]
+    assert cache["embedding_hits"] - ref["cache"]["embedding_hits"] == 32  # the first chunk of passages survived
+    assert cache["embedding_misses"] == ref["cache"]["embedding_misses"] - 32
+    assert numbers(tmp_path / "rerun") == expected
+
+
+def test_kill_during_graph_build_leaves_no_temp_folder(reference, tmp_path):
+    _, _, expected, _ = reference
+    run(tmp_path, tmp_path / "cache", "killed", env={"HIPPORAG_FAILPOINT": "graph.written:1"}, expect_rc=KILLED)
+    assert list((tmp_path / "cache" / "graph").glob(".*.tmp")), "the kill should have left a half-built folder"
+    rerun = run(tmp_path, tmp_path / "cache", "rerun")
+    assert not list((tmp_path / "cache" / "graph").glob(".*.tmp"))
+    m = metrics(tmp_path / "rerun")
+    assert m["openie"]["extracted"] == 0 and m["cache"]["embedding_misses"] == 20  # only the queries' vectors
+    assert not m["index"]["graph_cached"]
+    assert numbers(tmp_path / "rerun") == expected
+    assert "left by an interrupted build" in (rerun.stdout + rerun.stderr)
+
+
+def test_kill_after_a_ranking_keeps_it_and_clips_qa_top_k(reference, tmp_path):
+    _, _, expected, _ = reference
+    run(tmp_path, tmp_path / "cache", "killed", env={"HIPPORAG_FAILPOINT": "rankings.saved:1"}, expect_rc=KILLED)
+    rerun = run(tmp_path, tmp_path / "cache", "rerun", "qa_top_k=1000")
+    log = (tmp_path / "rerun" / "run.log").read_text()
+    assert "Rankings (hipporag2): loaded from cache" in log and "Rankings (dense): loaded from cache" not in log
+    assert numbers(tmp_path / "rerun") == expected
+    assert "qa_top_k=1000 is larger than the corpus (45 passages): clipped to 45" in rerun.stdout
+    assert metrics(tmp_path / "rerun")["adjusted"]
+
+
+def test_killed_sweep_keeps_a_partial_report_and_a_rerun_completes_it(reference, tmp_path):
+    _, _, expected, _ = reference
+    sweep = tmp_path / "sweep"
+    args = ("run.py", "-m", *SETTINGS, f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", "damping=0.3,0.5,0.7")
+    run_cli(*args, env={"HIPPORAG_FAILPOINT": "job.start:2"}, expect_rc=KILLED)
+    assert (sweep / "0" / "metrics.json").is_file() and not (sweep / "1" / "metrics.json").exists()
+    report = (sweep / "report.md").read_text()
+    assert "**partial**: 1 jobs finished so far" in report and "| 0 | hipporag2 |" in report
+    run_cli(*args)
+    assert "partial" not in (sweep / "report.md").read_text()
+    assert numbers(sweep / "1") == expected  # job 1 is damping=0.5, the reference's
+    assert "Rankings (hipporag2): loaded from cache" in (sweep / "0" / "run.log").read_text()
+
+
+# ------------------------------------------------------------------------------------- at the same time
+def test_three_runs_at_once_build_once_and_never_share_a_folder(reference, tmp_path):
+    _, _, expected, _ = reference
+    env = cli_env()
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), *SETTINGS, f"cache_dir={tmp_path / 'cache'}",
+                               f"damping={d}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for d in (0.3, 0.5, 0.7)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, out[-2000:] + err[-3000:]
+    folders = sorted(p.parent for p in (tmp_path / "outputs" / "runs").glob("*/*/metrics.json"))
+    assert len(folders) == 3
+    seen = set()
+    for folder in folders:
+        overrides = (folder / ".hydra" / "overrides.yaml").read_text()
+        damping = next(line.split("=")[1] for line in overrides.splitlines() if "damping=" in line)
+        resolved = (folder / "resolved_config.yaml").read_text()
+        assert f"damping: {damping}\n" in resolved
+        log = (folder / "run.log").read_text()
+        assert log.count("Dataset demo: 20 queries") == 1  # one run's log, not two interleaved
+        seen.add(damping)
+        if damping == "0.5":
+            assert numbers(folder) == expected
+    assert seen == {"0.3", "0.5", "0.7"}
+    logs = [(f / "run.log").read_text() for f in folders]
+    assert sum("45 to extract" in log for log in logs) == 1
+    assert sum("Graph " in log and ": built (" in log for log in logs) == 1
+
+
+# -------------------------------------------------------------------------------------- damaged caches
+def _one(cache: Path, pattern: str) -> Path:
+    [path] = list(cache.glob(pattern))
+    return path
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _garble(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[:16] = b"this is garbage!"
+    path.write_bytes(bytes(data))
+
+
+def _flip_one_passage_vector(cache: Path) -> Path:
+    """Sign-flip one stored passage vector in place, as a bad disk or a stray write would."""
+    from hipporag.data import load_dataset
+    from hipporag.textnorm import text_hash
+    from omegaconf import OmegaConf
+
+    first = load_dataset(OmegaConf.create({"source": "demo"})).passage_texts()[0]
+    for path in cache.glob("embeddings/*.sqlite"):
+        with sqlite3.connect(path) as conn:
+            row = conn.execute("SELECT value FROM kv WHERE key = ?", (text_hash(first),)).fetchone()
+            if row:
+                flipped = (-np.frombuffer(row[0], dtype=np.float32)).tobytes()
+                conn.execute("UPDATE kv SET value = ? WHERE key = ?", (flipped, text_hash(first)))
+                return path
+    raise AssertionError("the passage vector is not in the embeddings store")
+
+
+DAMAGES = {
+    "graph.pickle truncated": (lambda c: _truncate(_one(c, "graph/*/graph.pickle")), "graph.pickle"),
+    "graph.pickle deleted": (lambda c: _one(c, "graph/*/graph.pickle").unlink(), "graph.pickle"),
+    "manifest.json garbled": (lambda c: _garble(_one(c, "graph/*/manifest.json")), "manifest.json"),
+    "openie sqlite truncated": (lambda c: _truncate(_one(c, "openie/*.sqlite")), "openie/"),
+    "embeddings sqlite header overwritten": (lambda c: [_garble(p) for p in c.glob("embeddings/*.sqlite")], "embeddings/"),
+    "rankings npz truncated": (lambda c: [_truncate(p) for p in c.glob("rankings/*.npz")], "rankings/"),
+    "passage vector sign-flipped": (_flip_one_passage_vector, "embeddings/"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_damaged_cache_is_reported_and_rebuilt_with_the_same_numbers(reference, tmp_path, damage):
+    _, ref_cache, expected, _ = reference
+    cache = tmp_path / "cache"
+    shutil.copytree(ref_cache, cache)
+    do, name = DAMAGES[damage]
+    do(cache)
+    proc = run(tmp_path, cache, "after")
+    assert warnings_naming(proc, name), (damage, proc.stdout[-3000:] + proc.stderr[-3000:])
+    assert numbers(tmp_path / "after") == expected
+    again = run(tmp_path, cache, "again")  # healed: the next run finds nothing to report
+    assert not [line for line in (again.stdout + again.stderr).splitlines() if "WARNING" in line and "damaged" in line]
+
+
+def test_a_store_the_run_does_not_need_is_never_opened(reference, tmp_path):
+    """A garbage LLM response store does not stop a run that never calls the LLM (read=false filter=none)."""
+    from hipporag.cache import stable_key
+    from hipporag.llm import TransformersChatLLM
+
+    _, ref_cache, expected, _ = reference
+    cache = tmp_path / "cache"
+    shutil.copytree(ref_cache, cache)
+    identity = TransformersChatLLM("smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf").identity
+    store = cache / "llm" / f"{stable_key(identity)}.sqlite"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_bytes(b"not a database at all" * 100)
+    run(tmp_path, cache, "after")
+    assert numbers(tmp_path / "after") == expected
+    assert store.read_bytes() == b"not a database at all" * 100
+
+
+# ------------------------------------------------------------------------------------ bad input, knobs
+def _write(tmp: Path, name: str, content) -> Path:
+    path = tmp / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(json.dumps(content))
+    return path
+
+
+CORPUS = [{"title": "Alder", "text": "Alder Glassworks was founded by Ilse Varga."},
+          {"title": "Ilse Varga", "text": "Ilse Varga was born in Saltmarsh."}]
+GOLD = [{"title": "Alder", "text": "Alder Glassworks was founded by Ilse Varga.", "is_supporting": True}]
+BAD_INPUTS = {
+    "empty question list": ([], "the question list is empty"),
+    "non-UTF-8 file": ('[{"question": "Wh\xe9re?", "answer": "x"}]'.encode("latin-1"), "not UTF-8 text (byte offset 17"),
+    "answer given as an object": ([{"id": "r1", "question": "Who?", "answer": {"a": 1}, "paragraphs": GOLD}],
+                                  "record 0 (id 'r1'): 'answer' must be a string or a list of strings"),
+    "gold passage absent, strict": ([{"id": "r2", "question": "Who?", "answer": "x", "paragraphs": [
+        {"title": "Nowhere", "text": "Not in the corpus."}]}], "1 of 1 gold passages (1 questions) are not in the corpus"),
+}
+BAD_KNOBS = {
+    "retrieval_top_k=0": "retrieval_top_k=0 is not allowed: expected an integer >= 1",
+    "linking_top_k=0": "linking_top_k=0 is not allowed: expected an integer >= 1",
+    "passage_node_weight=-1": "passage_node_weight=-1 is not allowed: expected a number >= 0",
+    "damping=1.5": "damping=1.5 is not allowed: expected a number in [0, 1)",
+    "filter=sometimes": "filter='sometimes' is not allowed: expected one of none, llm",
+    "llm.temperature=-1": "llm.temperature=-1 is not allowed: expected a number >= 0",
+}
+
+
+def _refused(proc, expected: str) -> None:
+    assert expected in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == [next(line for line in lines if expected in line)], proc.stderr  # one line, nothing else
+    assert lines[0].startswith("error: ") and "(hint: " in lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "Loading" not in proc.stdout  # refused before any model was loaded
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_exits_2_with_one_line(tmp_path, case):
+    content, expected = BAD_INPUTS[case]
+    questions, corpus = _write(tmp_path, "questions.json", content), _write(tmp_path, "corpus.json", CORPUS)
+    proc = run(tmp_path, tmp_path / "cache", "run", "dataset=files", f"dataset.questions={questions}",
+               f"dataset.corpus={corpus}", "dataset.strict_gold=true", expect_rc=2)
+    _refused(proc, expected)
+    assert not (tmp_path / "cache").exists()  # stopped before any cache was touched
+
+
+@pytest.mark.parametrize("knob", list(BAD_KNOBS))
+def test_bad_knob_exits_2_with_one_line(tmp_path, knob):
+    proc = run(tmp_path, tmp_path / "cache", "run", knob, expect_rc=2)
+    _refused(proc, BAD_KNOBS[knob])
+
+
+def test_gold_passages_absent_warn_and_are_recorded(tmp_path):
+    questions = _write(tmp_path, "questions.json", [
+        {"id": "r1", "question": "Who founded Alder Glassworks?", "answer": "Ilse Varga", "paragraphs": GOLD},
+        {"id": "r2", "question": "Where was Ilse Varga born?", "answer": "Saltmarsh",
+         "paragraphs": [{"title": "Ilse Varga", "text": "Ilse Varga was born in Saltmarsh, a market town."}]}])
+    corpus = _write(tmp_path, "corpus.json", CORPUS)
+    proc = run(tmp_path, tmp_path / "cache", "run", "dataset=files", f"dataset.questions={questions}",
+               f"dataset.corpus={corpus}")
+    assert len(warnings_naming(proc, "gold passages")) == 1
+    assert metrics(tmp_path / "run")["dataset_checks"]["gold_missing"]["passages"] == 1
+    assert "1 of 2 gold passages are not in the corpus" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------- Ctrl-C
+def test_ctrl_c_exits_130_in_one_line_and_the_rerun_resumes(reference, tmp_path):
+    _, _, expected, _ = reference
+    cmd = [sys.executable, "run.py", *SETTINGS, f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'cut'}"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log, deadline = tmp_path / "cut" / "run.log", time.monotonic() + 120
+    while time.monotonic() < deadline and not (log.is_file() and "Loading embedder" in log.read_text()):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert err.rstrip().splitlines()[-1] == "interrupted; the cache is kept and a rerun resumes"
+    assert "Traceback" not in out + err
+    run(tmp_path, tmp_path / "cache", "rerun")
+    assert metrics(tmp_path / "rerun")["openie"]["cached"] == 45  # the extraction before the cut was kept
+    assert numbers(tmp_path / "rerun") == expected
+
+
+# ------------------------------------------------------------------------------------------ LLM failures
+@pytest.fixture(scope="module")
+def llm_server():
+    from openai_server import start
+
+    server, models = start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", models
+    server.shutdown()
+
+
+LLM_FILTER = ("filter=llm", "llm=openai", "llm.model=smollm2", "llm.max_retries=0", "dataset.limit=5",
+              "filter_max_new_tokens=48")
+
+
+def _stored_llm_answers(cache: Path) -> int:
+    total = 0
+    for path in cache.glob("llm/*.sqlite"):
+        with sqlite3.connect(path) as conn:
+            total += conn.execute("SELECT COUNT(*) FROM kv").fetchone()[0]
+    return total
+
+
+def test_failed_llm_calls_are_never_cached_and_a_live_server_gets_real_results(tmp_path, llm_server):
+    url, models = llm_server
+    cache = tmp_path / "cache"
+
+    # nothing listens there: one line naming the model and the address, exit 2, no ranking cached
+    dead = run(tmp_path, cache, "dead", *LLM_FILTER, "llm.base_url=http://127.0.0.1:9/v1", expect_rc=2)
+    last = dead.stderr.rstrip().splitlines()[-1]  # after the index's progress bars, one line
+    assert last.startswith("error: LLM 'smollm2' at http://127.0.0.1:9/v1 is unreachable") and "(hint: " in last
+    assert "Traceback" not in dead.stdout + dead.stderr
+    assert not list(cache.glob("rankings/*.npz"))
+
+    # the server is up but fails every request: counted, the run is degraded (exit 3) and says so in words
+    models.fail_next = 10**6
+    failing = run(tmp_path, cache, "failing", *LLM_FILTER, f"llm.base_url={url}", expect_rc=3)
+    m = metrics(tmp_path / "failing")
+    assert m["status"] == "degraded" and m["llm_failures"]["filter"]["failed"] == 5
+    assert m["methods"]["hipporag2"]["fallbacks"] == 5
+    assert "DEGRADED: 5 of 5 LLM calls failed in stage filter" in failing.stdout
+    assert "Rankings (hipporag2): not cached" in failing.stdout
+    assert len(list(cache.glob("rankings/*.npz"))) == 1  # the dense baseline's only
+    assert _stored_llm_answers(cache) == 0
+
+    # the server is back: the filter is asked again and its answers are used
+    models.fail_next = 0
+    live = run(tmp_path, cache, "live", *LLM_FILTER, f"llm.base_url={url}")
+    m = metrics(tmp_path / "live")
+    assert m["status"] == "ok" and not m["llm_failures"]
+    assert m["llm_usage"]["filter"]["calls"] == 5 and m["llm_usage"]["filter"]["cache_hits"] == 0
+    assert m["llm_usage"]["filter"]["errors"] == 0 and _stored_llm_answers(cache) == 5
+    assert "Rankings (hipporag2): loaded from cache" not in live.stdout
