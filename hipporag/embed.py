@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from . import failpoints
 from .cache import KeyValueStore, stable_key
 from .device import pick_device
+from .errors import EndpointUnreachableError
 from .textnorm import text_hash
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class OpenAIEmbedder:
         key = api_key_from_env(api_key_env, base_url, "embedder=openai")
         self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries)
         self.model_name = model
+        self.base_url = base_url
         self.batch_size = batch_size
         self.instructions = dict(instructions or {})
         self.instruction_template = instruction_template
@@ -101,9 +103,16 @@ class OpenAIEmbedder:
     query_prefix = SentenceTransformerEmbedder.query_prefix
 
     def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
+        import openai
+
         vecs = []
         for start in range(0, len(texts), self.batch_size):
-            response = self.client.embeddings.create(model=self.model_name, input=[prefix + t for t in texts[start : start + self.batch_size]])
+            try:
+                response = self.client.embeddings.create(model=self.model_name,
+                                                         input=[prefix + t for t in texts[start : start + self.batch_size]])
+            except (openai.APIConnectionError, openai.AuthenticationError, openai.PermissionDeniedError) as e:
+                where = f"embedder {self.model_name!r} at {self.base_url or 'the OpenAI API'}"
+                raise EndpointUnreachableError(f"{where}: {type(e).__name__}: {e}") from e
             vecs.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         out = np.asarray(vecs, dtype=np.float32)
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)

@@ -32,7 +32,13 @@ class SettingError(UserError, ValueError):
     hint = "fix the value on the command line or in conf/"
 
 
-class LLMUnreachableError(UserError, RuntimeError):
+class EndpointUnreachableError(UserError, RuntimeError):
+    """A configured HTTP endpoint cannot be reached or refuses our credentials."""
+
+    hint = "start the server, or fix embedder.base_url / embedder.model / the API key variable"
+
+
+class LLMUnreachableError(EndpointUnreachableError):
     """The configured LLM endpoint cannot be reached or refuses our credentials."""
 
     hint = "start the server, or fix llm.base_url / llm.model / the API key variable"

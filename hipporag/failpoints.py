@@ -2,7 +2,9 @@
 
 `HIPPORAG_FAILPOINT=openie.committed:2` sends SIGKILL to this process the 2nd time it reaches
 `hit("openie.committed")` — a real kill -9 at a known moment, which no signal sent from outside can
-time as precisely. Unset (always, outside tests/test_faults.py) a failpoint is one dictionary lookup.
+time as precisely. With `HIPPORAG_FAILPOINT_AFTER=FILE` the process first waits (up to 10 minutes) for
+FILE to exist, so that a test can line up another process before the kill. Unset (always, outside
+tests/test_faults.py) a failpoint is one dictionary lookup.
 Points: openie.committed, embed.committed, graph.written, rankings.saved, job.start.
 """
 
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
 _counts: dict[str, int] = {}
 
@@ -23,4 +27,8 @@ def hit(name: str) -> None:
         return
     _counts[name] = _counts.get(name, 0) + 1
     if _counts[name] >= int(nth or 1):
+        after = os.environ.get("HIPPORAG_FAILPOINT_AFTER")
+        deadline = time.monotonic() + 600
+        while after and not Path(after).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGKILL)

@@ -22,6 +22,7 @@ class LocalModels:
         self.lock = threading.Lock()  # one generation at a time: the model is not shared across threads
         self.requests = 0
         self.fail_next = 0  # answer this many requests with HTTP 503 (transient) before serving again
+        self.api_key = None  # when set, any request without `Authorization: Bearer <api_key>` gets HTTP 401
 
     def embed(self, texts):
         if self._embedder is None:
@@ -44,7 +45,15 @@ def make_handler(models: LocalModels):
             self.end_headers()
             self.wfile.write(body)
 
+        def _refused(self) -> bool:
+            if models.api_key and self.headers.get("Authorization") != f"Bearer {models.api_key}":
+                self._send(401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}})
+                return True
+            return False
+
         def do_GET(self):
+            if self._refused():
+                return
             if self.path.rstrip("/") == "/v1/models":
                 return self._send(200, {"object": "list", "data": [{"id": "smollm2", "object": "model"}]})
             self._send(404, {"error": {"message": "not found"}})
@@ -52,6 +61,8 @@ def make_handler(models: LocalModels):
         def do_POST(self):
             length = int(self.headers.get("Content-Length", 0))
             req = json.loads(self.rfile.read(length) or b"{}")
+            if self._refused():
+                return
             with models.lock:
                 models.requests += 1
                 if models.fail_next > 0:

@@ -148,6 +148,41 @@ def test_three_runs_at_once_build_once_and_never_share_a_folder(reference, tmp_p
     assert sum("Graph " in log and ": built (" in log for log in logs) == 1
 
 
+def _wait_for(log: Path, text: str, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while not (log.is_file() and text in log.read_text()):
+        assert time.monotonic() < deadline, f"{log} never said {text!r}"
+        time.sleep(0.05)
+
+
+def test_a_waiting_job_takes_over_when_the_builder_dies(reference, tmp_path):
+    _, _, expected, _ = reference
+    go = tmp_path / "kill-now"
+    env = cli_env({"HIPPORAG_FAILPOINT": "openie.committed:2", "HIPPORAG_FAILPOINT_AFTER": str(go)})
+    common = [sys.executable, "run.py", *SETTINGS, f"cache_dir={tmp_path / 'cache'}"]
+    builder = subprocess.Popen([*common, f"hydra.run.dir={tmp_path / 'builder'}"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(tmp_path / "builder" / "run.log", "passages from cache")  # the builder holds the index lock
+    waiter = subprocess.Popen([*common, f"hydra.run.dir={tmp_path / 'waiter'}"], cwd=ROOT, env=cli_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "waiter" / "run.log"
+    _wait_for(log, "waiting for it")
+    go.touch()  # the waiter is queued on the index lock: now the builder dies holding it
+    builder.communicate(timeout=300)
+    out, err = waiter.communicate(timeout=600)
+    assert builder.returncode == KILLED and waiter.returncode == 0, out[-2000:] + err[-2000:]
+    text = log.read_text()
+    assert "stopped before finishing; taking over its work here" in text and "loading it from the cache" not in text
+    m = metrics(tmp_path / "waiter")
+    assert (m["openie"]["cached"], m["openie"]["extracted"]) == (20, 25)  # the dead builder's batches reused
+    assert numbers(tmp_path / "waiter") == expected
+
+
+def test_hydra_full_error_shows_the_traceback(tmp_path):
+    proc = run(tmp_path, tmp_path / "cache", "run", "damping=1.5", env={"HYDRA_FULL_ERROR": "1"}, expect_rc=1)
+    assert "Traceback" in proc.stderr and "SettingError: damping=1.5 is not allowed" in proc.stderr
+
+
 # -------------------------------------------------------------------------------------- damaged caches
 def _one(cache: Path, pattern: str) -> Path:
     [path] = list(cache.glob(pattern))
@@ -297,9 +332,7 @@ def test_ctrl_c_exits_130_in_one_line_and_the_rerun_resumes(reference, tmp_path)
     _, _, expected, _ = reference
     cmd = [sys.executable, "run.py", *SETTINGS, f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'cut'}"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log, deadline = tmp_path / "cut" / "run.log", time.monotonic() + 120
-    while time.monotonic() < deadline and not (log.is_file() and "Loading embedder" in log.read_text()):
-        time.sleep(0.05)
+    _wait_for(tmp_path / "cut" / "run.log", "Loading embedder")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out[-2000:] + err[-2000:]

@@ -100,6 +100,30 @@ def test_persistent_failure_is_counted_and_not_cached(server, tmp_path):
     assert g2.error is None and not g2.cached  # the failure was not cached: asked again
 
 
+def test_unreachable_or_refusing_endpoints_stop_before_any_request(server, tmp_path, monkeypatch):
+    from hipporag.embed import OpenAIEmbedder
+    from hipporag.errors import EndpointUnreachableError, LLMUnreachableError
+
+    base_url, models = server
+    dead = client("http://127.0.0.1:9/v1", tmp_path, max_retries=0)
+    with pytest.raises(LLMUnreachableError, match=r"LLM 'smollm2' at http://127.0.0.1:9/v1 is unreachable"):
+        dead.generate([[{"role": "user", "content": "Say hi."}]], stage="t")
+    assert "t" not in dead.usage or dead.usage["t"].errors == 0  # stopped before sending anything
+    models.api_key = "the-right-key"
+    try:
+        monkeypatch.setenv("OPENAI_API_KEY", "a-wrong-key")
+        before = models.requests
+        with pytest.raises(LLMUnreachableError, match="refused our credentials"):
+            client(base_url, tmp_path / "other", max_retries=0).generate([[{"role": "user", "content": "Hi"}]], stage="t")
+        assert models.requests == before  # the refusal came from the model list, no chat request was made
+        with pytest.raises(EndpointUnreachableError, match="embedder 'all-MiniLM-L6-v2' at .* AuthenticationError"):
+            OpenAIEmbedder(model="all-MiniLM-L6-v2", base_url=base_url, max_retries=0).encode(["x"])
+    finally:
+        models.api_key = None
+    with pytest.raises(EndpointUnreachableError, match="APIConnectionError"):
+        OpenAIEmbedder(model="m", base_url="http://127.0.0.1:9/v1", max_retries=0).encode(["x"])
+
+
 def test_openai_embedder_honours_base_url(server):
     base_url, _ = server
     from hipporag.embed import OpenAIEmbedder, SentenceTransformerEmbedder
