@@ -73,3 +73,14 @@ def test_bad_files(tmp_path):
     bad.write_text(json.dumps({"docs": [{"passage": "A\na", "extracted_triples": "oops"}]}))
     with pytest.raises(OpenIEImportError, match=r"docs\[0\] \('A\\na'\): 'extracted_triples' is not a list"):
         run_openie(["A\na"], ImportedExtractor(str(bad)), tmp_path / "cache")
+
+
+def test_a_non_utf8_openie_file_is_named_with_its_byte_offset(tmp_path):
+    from hipporag.errors import UserError
+    from hipporag.openie.imported import OpenIEImportError, read_openie_file
+
+    path = tmp_path / "openie_results_ner_x.json"
+    path.write_bytes('{"docs": [{"passage": "Caf\xe9"}]}'.encode("latin-1"))
+    with pytest.raises(OpenIEImportError, match=r"openie_results_ner_x\.json: not UTF-8 text \(byte offset 26") as e:
+        read_openie_file(path)
+    assert isinstance(e.value, UserError)  # run.py prints it in one line and exits with 2

@@ -17,13 +17,16 @@ from pathlib import Path
 
 from ..cache import file_digest
 from ..openie import Extraction
+from ..errors import UserError
 from ..textnorm import passage_id
 
 log = logging.getLogger(__name__)
 
 
-class OpenIEImportError(ValueError):
-    pass
+class OpenIEImportError(UserError, ValueError):
+    """The imported OpenIE file is missing, malformed or does not cover the corpus."""
+
+    hint = "fix extractor.path (an openie_results_ner_*.json of the official code), or extractor.missing=extract"
 
 
 def read_openie_file(path: Path) -> tuple[dict[str, dict], str]:
@@ -34,6 +37,8 @@ def read_openie_file(path: Path) -> tuple[dict[str, dict], str]:
         raise OpenIEImportError(f"{path}: OpenIE file not found (extractor.path)") from None
     except json.JSONDecodeError as e:
         raise OpenIEImportError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from e
+    except UnicodeDecodeError as e:
+        raise OpenIEImportError(f"{path}: not UTF-8 text (byte offset {e.start}: {e.reason})") from e
     docs = data.get("docs") if isinstance(data, dict) else None
     if not isinstance(docs, list):
         raise OpenIEImportError(f"{path}: expected an object with a 'docs' list (official OpenIE results layout)")
