@@ -13,15 +13,9 @@ import logging
 from importlib import resources
 from pathlib import Path
 
-from .errors import UserError
+from .errors import DatasetError
 
 log = logging.getLogger(__name__)
-
-
-class DatasetError(UserError, ValueError):
-    """Bad or missing dataset input; the message names the file and the record."""
-
-    hint = "fix the file, or point dataset= / dataset.questions / dataset.corpus elsewhere"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from . import failpoints
+from .api_keys import api_key_from_env
 from .cache import KeyValueStore, stable_key
 from .device import pick_device
 from .errors import EndpointUnreachableError
@@ -41,7 +42,15 @@ class SentenceTransformerEmbedder:
         self.fp16_on_gpu = fp16_on_gpu
         self.max_seq_length = max_seq_length
         self._model = None
-        self.identity = {"name": "sentence-transformers", "model": model, "normalize": True}
+        self.identity = {"name": "sentence-transformers", "model": model, "normalize": True,
+                         # another checkpoint or truncation gives other vectors: never share a cache entry
+                         **({"path": str(path)} if path else {}),
+                         **({"max_seq_length": int(max_seq_length)} if max_seq_length else {})}
+
+    def query_instructions(self) -> dict | None:
+        """What shapes query vectors beyond the model (None when the model takes no instruction): part of
+        the ranking-cache key, so editing an instruction never serves rankings made with the old one."""
+        return {"instructions": self.instructions, "template": self.instruction_template} if self.instructions else None
 
     def query_prefix(self, mode: str) -> str:
         """The text put before a query for a linking mode ('' when the model takes no instruction)."""
@@ -89,8 +98,6 @@ class OpenAIEmbedder:
                  timeout: float = 120, max_retries: int = 5):
         import openai
 
-        from .llm_openai import api_key_from_env
-
         key = api_key_from_env(api_key_env, base_url, "embedder=openai")
         self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries)
         self.model_name = model
@@ -101,6 +108,7 @@ class OpenAIEmbedder:
         self.identity = {"name": "openai", "model": model, "base_url": base_url, "normalize": True}
 
     query_prefix = SentenceTransformerEmbedder.query_prefix
+    query_instructions = SentenceTransformerEmbedder.query_instructions
 
     def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
         import openai

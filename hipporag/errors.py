@@ -26,6 +26,12 @@ class UserError(Exception):
         return f"{text} (hint: {self.hint})" if self.hint else text
 
 
+class DatasetError(UserError, ValueError):
+    """Bad or missing dataset input; the message names the file and the record."""
+
+    hint = "fix the file, or point dataset= / dataset.questions / dataset.corpus elsewhere"
+
+
 class SettingError(UserError, ValueError):
     """A knob with a value outside what it allows."""
 

@@ -211,7 +211,7 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
     queries = dataset.queries
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
-    key_params = {**params, "llm": llm_key(llm)}
+    key_params = {**params, "llm": llm_key(llm), "query_instructions": embedder.query_instructions()}
     questions = [q.question for q in queries]
     for name in methods_to_run(cfg):
         t0 = time.perf_counter()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .data import DatasetError
+from .errors import DatasetError
 
 HIPPORAG2_REPO = "osunlp/HippoRAG_2"
 

@@ -19,6 +19,10 @@ QUERY_KNOBS = (
 )
 
 
+# What the run does, not how a method ranks: which methods, whether to read, where the cache is.
+RUN_KNOBS = ("baseline", "read", "cache_dir")
+
+
 def split_knobs(cfg) -> tuple[dict, dict]:
     """(index knobs, query knobs) present in the config."""
     return ({k: cfg[k] for k in INDEX_KNOBS if k in cfg}, {k: cfg[k] for k in QUERY_KNOBS if k in cfg})

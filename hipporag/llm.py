@@ -20,20 +20,12 @@ from tqdm.auto import tqdm
 from .cache import KeyValueStore, stable_key
 from .device import pick_device
 from .errors import LLMFailureError, MissingDependencyError
+from .generation import Generation
 from .textnorm import text_hash
 
 log = logging.getLogger(__name__)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-@dataclass
-class Generation:
-    text: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached: bool = False
-    error: str | None = None  # set when the backend gave up on this request; never cached
 
 
 def smollm2_dir() -> Path:

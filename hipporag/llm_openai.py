@@ -10,28 +10,16 @@ batch goes on.
 from __future__ import annotations
 
 import logging
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 from tqdm.auto import tqdm
 
-from .errors import CredentialsError, LLMUnreachableError
-from .llm import Generation
+from .api_keys import api_key_from_env
+from .errors import LLMUnreachableError
+from .generation import Generation
 
 log = logging.getLogger(__name__)
-
-
-def api_key_from_env(api_key_env: str, base_url: str | None, what: str) -> str:
-    """The API key, from the environment only. The OpenAI API needs one; a local OpenAI-compatible
-    server usually accepts anything, so a placeholder is sent there."""
-    key = os.environ.get(api_key_env)
-    if key:
-        return key
-    if base_url is None or "api.openai.com" in base_url:
-        raise CredentialsError(f"{what} against the OpenAI API needs an API key in ${api_key_env}",
-                        hint=f"export {api_key_env}=..., or set base_url to a local OpenAI-compatible server")
-    return "no-key"
 
 
 def _transient(exc: BaseException) -> bool:

@@ -7,7 +7,7 @@ message saying so; it never falls back to another backend.
 from __future__ import annotations
 
 from .errors import MissingDependencyError
-from .llm import Generation
+from .generation import Generation
 
 
 class VLLMChatLLM:

@@ -36,6 +36,8 @@ import igraph as ig
 import numpy as np
 import scipy.sparse as sp
 
+from .device import pick_device
+
 log = logging.getLogger(__name__)
 
 # What the last batched call did (block size, per block: iterations and precision): read by the benchmarks.
@@ -317,19 +319,11 @@ def transition_for(graph: ig.Graph, directed: bool) -> TransitionMatrix:
     return cache[directed]
 
 
-def resolve_device(requested: str | None) -> str:
-    if requested in (None, "auto"):
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return requested
-
-
 def personalized_pagerank(graph: ig.Graph, resets: np.ndarray, damping: float = 0.5, directed: bool = False,
                           engine: str = "batched", device: str | None = "auto", nodes: np.ndarray | None = None) -> np.ndarray:
     """PPR scores, one row per personalisation vector in `resets`: of every node, or of `nodes` only."""
     if engine == "igraph":
         return igraph_ppr(graph, resets, damping, directed, nodes)
     if engine == "batched":
-        return batched_ppr(transition_for(graph, directed), resets, damping, device=resolve_device(device), nodes=nodes)
+        return batched_ppr(transition_for(graph, directed), resets, damping, device=pick_device(device), nodes=nodes)
     raise ValueError(f"unknown PPR engine {engine!r} (known: batched, igraph)")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report_blocks import replace_block  # noqa: E402
+from hipporag.report_blocks import replace_block  # noqa: E402
 sys.path.insert(0, str(ROOT))
 
 START, END = "<!-- bench_indexing:start -->", "<!-- bench_indexing:end -->"

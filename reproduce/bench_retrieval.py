@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hipporag import ppr as ppr_module  # noqa: E402
 from hipporag.ppr import TransitionMatrix, batched_ppr, igraph_ppr  # noqa: E402
-from report_blocks import replace_block  # noqa: E402
+from hipporag.report_blocks import replace_block  # noqa: E402
 
 START, END = "<!-- bench_retrieval:start -->", "<!-- bench_retrieval:end -->"
 BOUND_START, BOUND_END = "<!-- bound:start -->", "<!-- bound:end -->"
@@ -78,6 +78,7 @@ def musique_case(data: Path):
     from hipporag.data import load_dataset
     from hipporag.embed import EmbeddingCache, build_embedder
     from hipporag.index import build_index
+    from hipporag.knobs import knobs
     from hipporag.methods import RetrievalContext
     from hipporag.methods.hipporag2 import HippoRAG2Retriever
     from hipporag.openie import build_extractor
@@ -90,8 +91,7 @@ def musique_case(data: Path):
     openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
     extractor = build_extractor(OmegaConf.create({"name": "imported", "path": str(openie)}))
     embedder = build_embedder(OmegaConf.load(ROOT / "conf" / "embedder" / "minilm.yaml"))
-    params = {k: cfg[k] for k in ("synonymy_threshold", "synonymy_topk", "synonymy_edges", "directed", "damping",
-                                  "passage_node_weight", "linking_top_k", "filter", "passage_nodes", "node_specificity")}
+    params = knobs(cfg)  # the defaults of conf/config.yaml, classified in one place
     index, _ = build_index(ds.passage_texts(), extractor, embedder, params, cache)
     ctx = RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), params=params)
     resets = HippoRAG2Retriever().seed_vectors(ctx, ds.queries)

@@ -1,14 +1,14 @@
 """`python run.py` as a user runs it: a subprocess, the real models, a fresh cache, then a warm rerun."""
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli import run_cli  # noqa: E402
+from cli import run_cli
+
+pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
 
 def run(tmp_path: Path, name: str, *overrides: str):

@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli import ROOT, cli_env, run_cli  # noqa: E402
+from cli import ROOT, cli_env, run_cli
+
+pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
 # Small commit chunks, so that a kill lands between chunks: OpenIE commits every 10 passages, embeddings
 # every 32 texts (16 × batch_size). Every run here uses them, the reference too.

@@ -6,20 +6,18 @@ official implementation run on the same inputs (reproduce/official_musique_train
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli import ROOT, run_cli  # noqa: E402
+from cli import ROOT, run_cli
 
 DATA = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 OPENIE = DATA / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())
 
-pytestmark = pytest.mark.skipif(not OPENIE.is_file(), reason=f"benchmark data not found under {DATA}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not OPENIE.is_file(), reason=f"benchmark data not found under {DATA}")]
 
 
 def run(tmp: Path, name: str, hash_seed: str) -> Path:

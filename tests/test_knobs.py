@@ -1,5 +1,7 @@
 """Which knobs change the index is decided in one place, and the cache keys obey it."""
 
+from pathlib import Path
+
 import numpy as np
 
 from hipporag.index import index_identity
@@ -82,3 +84,56 @@ def test_llm_decoding_settings_enter_the_ranking_key_of_runs_that_use_the_llm(tm
             keys[temperature, filt] = ranking_key("k", "hipporag2", {**params, "filter": filt, "llm": llm_key(llm)}, ["who?"])
     assert keys[0.0, "llm"] != keys[0.7, "llm"]
     assert keys[0.0, "none"] == keys[0.7, "none"]  # without the filter the LLM does not shape the ranking
+
+
+def test_every_registered_method_caches_by_exactly_the_knobs_it_declares():
+    """A declared knob changes the method's ranking key; any other knob leaves it (so a sweep over it reuses
+    the ranking). With the LLM in use (filter=llm, ner=llm), the LLM and its settings count too."""
+    from hipporag.methods import METHODS
+    from hipporag.ranking_cache import METHOD_KNOBS
+
+    base = {k: "base" for k in QUERY_KNOBS}
+    base.update(filter="llm", method_options={"ner": "llm"}, llm={"identity": "m"}, query_instructions={"i": "x"})
+    for method in METHODS:
+        assert method in METHOD_KNOBS, f"{method}: not in ranking_cache.METHOD_KNOBS, its rankings are never cached"
+        for knob in (*QUERY_KNOBS, "method_options", "llm", "query_instructions"):
+            if knob == "filter":
+                continue  # switches the LLM on or off: covered below
+            other = {"method_options": {"ner": "llm", "k1": 2.0}, "llm": {"identity": "other"},
+                     "query_instructions": {"i": "y"}}.get(knob, "changed")
+            changed = ranking_key("k", method, {**base, knob: other}, ["q"]) != ranking_key("k", method, base, ["q"])
+            assert changed == (knob in METHOD_KNOBS[method]), (method, knob)
+
+
+def test_llm_settings_enter_a_hipporag2_key_only_when_the_filter_uses_the_llm():
+    off = {"filter": "none", "llm": {"identity": "a"}, "filter_max_new_tokens": 128}
+    assert ranking_key("k", "hipporag2", off, ["q"]) == ranking_key("k", "hipporag2", {**off, "llm": {"identity": "b"},
+                                                                                       "filter_max_new_tokens": 512}, ["q"])
+    on = {**off, "filter": "llm"}
+    assert ranking_key("k", "hipporag2", on, ["q"]) != ranking_key("k", "hipporag2", {**on, "filter_max_new_tokens": 512}, ["q"])
+
+
+def test_every_top_level_knob_is_classified():
+    """A knob is an index knob, a query knob or a run knob: a new one that is none of them fails here."""
+    from omegaconf import OmegaConf
+
+    from hipporag.knobs import RUN_KNOBS
+
+    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "config.yaml")
+    groups = {"defaults", "hydra"}
+    top = {k for k in cfg if k not in groups}
+    assert top == set(INDEX_KNOBS) | set(QUERY_KNOBS) | set(RUN_KNOBS)
+    assert not set(RUN_KNOBS) & (set(INDEX_KNOBS) | set(QUERY_KNOBS))
+
+
+def test_another_checkpoint_or_instruction_never_shares_a_cache_entry():
+    from hipporag.embed import SentenceTransformerEmbedder
+
+    default = SentenceTransformerEmbedder()
+    assert default.identity == {"name": "sentence-transformers", "model": "all-MiniLM-L6-v2", "normalize": True}
+    assert SentenceTransformerEmbedder(path="/models/other-checkpoint").identity != default.identity
+    assert SentenceTransformerEmbedder(max_seq_length=128).identity != default.identity
+    assert default.query_instructions() is None
+    a = SentenceTransformerEmbedder(instructions={"query_to_fact": "Given a question, find facts"}).query_instructions()
+    b = SentenceTransformerEmbedder(instructions={"query_to_fact": "Find facts"}).query_instructions()
+    assert ranking_key("k", "dense", {"query_instructions": a}, ["q"]) != ranking_key("k", "dense", {"query_instructions": b}, ["q"])

@@ -2,22 +2,22 @@
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from openai_server import start  # noqa: E402
+from openai_server import start
 
-from hipporag.data import Query  # noqa: E402
-from hipporag.llm import CachedLLM, TransformersChatLLM  # noqa: E402
-from hipporag.llm_openai import OpenAIChatLLM  # noqa: E402
-from hipporag.openie import run_openie  # noqa: E402
-from hipporag.openie.llm_extractor import LLMExtractor  # noqa: E402
-from hipporag.qa import read  # noqa: E402
-from hipporag.recognition import load_dspy_prompt, parse_fact_list, recognition_filter, snap_to_candidates  # noqa: E402
+from hipporag.data import Query
+from hipporag.llm import CachedLLM, TransformersChatLLM
+from hipporag.llm_openai import OpenAIChatLLM
+from hipporag.openie import run_openie
+from hipporag.openie.llm_extractor import LLMExtractor
+from hipporag.qa import read
+from hipporag.recognition import load_dspy_prompt, parse_fact_list, recognition_filter, snap_to_candidates
+
+pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
 PASSAGES = [
     "Ilse Varga\nIlse Varga was a glassmaker. She was born in Saltmarsh in 1838.",

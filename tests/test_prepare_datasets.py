@@ -11,17 +11,17 @@ corpus with 30 of its questions under the 2Wiki names.
 import hashlib
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli import ROOT, run_cli  # noqa: E402
+from cli import ROOT, run_cli
 
-from hipporag.data import demo_data_dir, load_dataset  # noqa: E402
-from hipporag.prepare_datasets import RELEASE_NAMES, release_name  # noqa: E402
+from hipporag.data import demo_data_dir, load_dataset
+from hipporag.prepare_datasets import RELEASE_NAMES, release_name
+
+pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
 COMMIT = "3305fe1c0ffee0ddba11dec0de5eed5a1ab5c0de"
 SHARED = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))

@@ -4,7 +4,6 @@ One cache folder serves the whole module, so the demo tree is built once (the CL
 """
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +22,10 @@ from hipporag.methods.raptor import (SUMMARY_TITLE, Tree, ancestor_table, build_
 from hipporag.openie import build_extractor
 from hipporag.ranking_cache import load_rankings, save_rankings
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli import run_cli  # noqa: E402
-from openai_server import start  # noqa: E402
+from cli import run_cli
+from openai_server import start
+
+pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

@@ -7,17 +7,17 @@ The paper-number files themselves are checked for shape, sources and internal co
 
 import csv
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli import ROOT, run_cli  # noqa: E402
+from cli import ROOT, run_cli
 
-from hipporag.paper_numbers import TABLES, PaperNumbersError, load_all, load_file, load_table  # noqa: E402
-from hipporag.reproduce import classify_ablation  # noqa: E402
+from hipporag.paper_numbers import TABLES, PaperNumbersError, load_all, load_file, load_table
+from hipporag.reproduce import classify_ablation
+
+pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
 NUMBERS = ROOT / "reproduce" / "paper_numbers"
 

@@ -65,3 +65,25 @@ def test_group_rules_name_real_group_keys():
             cfg = config(f"{group}={path.stem}")
             shipped |= {f"{group}.{k}" for k in cfg[group]}
     assert set(GROUP_KEYS) <= shipped, set(GROUP_KEYS) - shipped
+
+
+GROUPS = ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker", "ablation")
+
+
+@pytest.mark.parametrize("option", [f"{g}={p.stem}" if g != "ablation" else f"+ablation={p.stem}"
+                                    for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))])
+def test_every_config_group_option_composes_and_validates(option):
+    check_settings(config(option))
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
+def test_every_experiment_preset_and_each_of_its_sweep_values_validates(preset):
+    """Each job a preset would launch: the preset plus one value of each swept knob, composed and checked."""
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose("config", overrides=[f"+experiment={preset}"], return_hydra_config=True)
+        sweep = dict(cfg.hydra.sweeper.params or {})
+        assert sweep, f"{preset}: sweeps nothing"
+        for knob, values in sweep.items():
+            for value in str(values).split(","):
+                job = compose("config", overrides=[f"+experiment={preset}", f"{knob}={value}"])
+                check_settings(job)

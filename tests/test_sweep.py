@@ -2,15 +2,15 @@
 
 import glob
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from cli import ROOT, run_cli  # noqa: E402
-from wandb_records import read_run  # noqa: E402
+from cli import ROOT, run_cli
+from wandb_records import read_run
+
+pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
 SECRET = "sk-test-not-a-real-key-7731"
 
@@ -112,7 +112,7 @@ def test_experiment_presets_compose():
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         for name, knob, values in [("damping_sweep", "damping", "0.3,0.5,0.7,0.85"),
-                                   ("passage_node_weight", "passage_node_weight", "0.01,0.05,0.1,0.3,0.5"),
+                                   ("table5_passage_node_weight", "passage_node_weight", "0.01,0.05,0.1,0.3,0.5"),
                                    ("linking_top_k", "linking_top_k", "3,5,10")]:
             cfg = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
             assert str(cfg.hydra.sweeper.params[knob]) == values

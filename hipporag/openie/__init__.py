@@ -8,41 +8,18 @@ output, counted, and never aborts the batch.
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from tqdm.auto import tqdm
 
 from .. import failpoints
 from ..cache import KeyValueStore, stable_key
 from ..textnorm import text_hash
+from .extraction import Extraction, Extractor
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Extraction:
-    entities: list[str]
-    triples: list[list[str]]
-    error: str | None = None
-    raw: str | None = None
-    transient: bool = False  # a backend failure (network, server): not cached, retried on the next run
-
-    def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> Extraction:
-        return cls(**json.loads(data))
-
-
-class Extractor(Protocol):
-    identity: dict
-
-    def extract(self, passages: list[str]) -> list[Extraction]: ...
 
 
 @dataclass

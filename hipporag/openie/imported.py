@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 
 from ..cache import file_digest
-from ..openie import Extraction
+from .extraction import Extraction
 from ..errors import UserError
 from ..textnorm import passage_id
 

