@@ -17,36 +17,24 @@ from pathlib import Path
 import numpy as np
 
 from .cache import atomic_write_bytes, bytes_digest, stable_key
+from .methods import METHODS
 from .methods.base import Ranking
+from .methods.registry import LLM_KNOBS
 
 log = logging.getLogger(__name__)
 
-# The knobs each method's ranking depends on (besides the index and the questions).
-# `query_instructions`: the embedder's query instructions (None for models without any), which shape query vectors.
-METHOD_KNOBS = {
-    "dense": ("query_instructions",),
-    "bm25": ("method_options",),  # k1, b, variant, stopwords, stemmer
-    "hipporag": ("damping", "node_specificity", "ppr_engine", "ppr_device", "method_options", "llm", "query_instructions"),
-    "hipporag2": ("query_instructions", "damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "filter", "passage_nodes",
-                  "node_specificity", "linking", "directed", "ppr_engine", "filter_snap_cutoff", "filter_prompt", "llm",
-                  "ppr_device", "filter_max_new_tokens"),
-    # the tree depends on the LLM and the method options; the reader's node texts on qa_top_k
-    "raptor": ("method_options", "llm", "qa_top_k", "query_instructions"),
-}
-
-
 def ranking_key(index_key: str, method: str, params: dict, questions: list[str]) -> str | None:
-    if method not in METHOD_KNOBS:
+    """The content address of a method's ranking: the index, the method, the knobs its registry entry
+    declares (`cache_knobs`), the questions. LLM knobs count only while the method uses the LLM."""
+    spec = METHODS.get(method)
+    if spec is None:
         return None  # unknown method: never cached
-    relevant = {k: params.get(k) for k in METHOD_KNOBS[method]}
+    relevant = {k: params.get(k) for k in spec.cache_knobs}
     if not relevant.get("query_instructions"):
         relevant.pop("query_instructions", None)  # plain models (MiniLM): keys as before instructions counted
-    uses_llm = {"hipporag2": params.get("filter") == "llm",
-                "hipporag": (params.get("method_options") or {}).get("ner") == "llm",
-                "raptor": True}.get(method, False)
-    if not uses_llm:  # the LLM shapes a ranking only through the filter, query NER or RAPTOR summaries
-        relevant.pop("llm", None)
-        relevant.pop("filter_max_new_tokens", None)
+    if not spec.uses_llm(params):  # the LLM shapes a ranking only through the filter, query NER or RAPTOR summaries
+        for knob in LLM_KNOBS:
+            relevant.pop(knob, None)
     return stable_key({"index": index_key, "method": method, "knobs": relevant, "questions": questions}, length=24)
 
 

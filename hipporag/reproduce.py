@@ -23,18 +23,19 @@ from pathlib import Path
 
 import yaml
 
+from .methods import METHODS
 from .paper_numbers import (DATASET_LABELS, PAPER_SETS, PAPERS, TABLES, PaperNumbersError, Table,
                             dataset_description, find_table, load_table, numbers_dir, paper_dataset)
 from .report import collect, job_overrides
 from .report_blocks import upsert_block
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-# The switches that define an ablation, per method (conf/ablation/*.yaml set them).
-ABLATION_KNOBS = {"hipporag2": ("filter", "passage_nodes", "node_specificity", "synonymy_edges", "linking"),
-                  "hipporag": ("node_specificity", "synonymy_edges")}
-LLM_ROLE = {"hipporag2": "filter LLM", "hipporag": "query NER", "raptor": "summary LLM"}
-SETTING_FIELDS = {"dense": ("retriever",), "bm25": ("retriever",), "raptor": ("retriever", "llm"),
-                  "hipporag": ("retriever", "extractor", "llm"), "hipporag2": ("retriever", "extractor", "llm")}
+
+
+def ablation_knobs(method: str) -> tuple[str, ...]:
+    """The switches that define an ablation of `method` (its registry entry; conf/ablation/*.yaml set them)."""
+    spec = METHODS.get(method)
+    return spec.ablation_knobs if spec else ()
 
 
 class ReproduceError(ValueError):
@@ -77,7 +78,7 @@ def _ablation_definitions() -> tuple[dict, dict]:
     of the checkout; empty without one (rows are then labelled by their switches, not by an ablation name)."""
     config = CONF_DIR / "config.yaml"
     defaults = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
-    switches = {k: defaults[k] for k in ABLATION_KNOBS["hipporag2"] if k in defaults}
+    switches = {k: defaults[k] for k in ablation_knobs("hipporag2") if k in defaults}
     ablations = {p.stem: yaml.safe_load(p.read_text()) or {} for p in sorted((CONF_DIR / "ablation").glob("*.yaml"))}
     return switches, ablations
 
@@ -85,7 +86,7 @@ def _ablation_definitions() -> tuple[dict, dict]:
 def classify_ablation(method: str, cfg: dict) -> str | None:
     """The conf/ablation/NAME whose switches (over the defaults) equal this job's, for the method's relevant
     switches; None when no single ablation matches (e.g. two switches changed at once)."""
-    relevant = ABLATION_KNOBS.get(method)
+    relevant = ablation_knobs(method)
     if not relevant:
         return None
     defaults, ablations = _ablation_definitions()
@@ -103,7 +104,7 @@ def classify_ablation(method: str, cfg: dict) -> str | None:
 def _changed_switches(method: str, cfg: dict) -> dict:
     """The method's ablation switches that differ from the defaults (and `filter` for hipporag2, always)."""
     defaults, _ = _ablation_definitions()
-    return {k: cfg.get(k) for k in ABLATION_KNOBS.get(method, ())
+    return {k: cfg.get(k) for k in ablation_knobs(method)
             if cfg.get(k) != defaults.get(k) or (method == "hipporag2" and k == "filter")}
 
 
@@ -207,13 +208,14 @@ def match_paper_row(row: OurRow, table: Table, paper_rows: list[dict], dataset: 
 
 def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table) -> list[str]:
     out = []
-    for fld in SETTING_FIELDS.get(row.method, ("retriever",)):
+    spec = METHODS.get(row.method)
+    for fld in spec.setting_fields if spec else ("retriever",):
         theirs, ours = paper.get(fld, ""), row.setting.get(fld, "")
         if not theirs or _norm(theirs) == _norm(ours):
             continue
         if fld == "extractor" and ours.startswith("imported ") and _norm(theirs) in _norm(ours):
             continue  # the paper's own LLM's OpenIE, imported (e.g. openie_results_ner_gpt-3.5-turbo-1106.json)
-        label = {"retriever": "retriever", "extractor": "OpenIE", "llm": LLM_ROLE.get(row.method, "LLM")}[fld]
+        label = {"retriever": "retriever", "extractor": "OpenIE", "llm": (spec.llm_role if spec else None) or "LLM"}[fld]
         out.append(f"{label} {ours} vs {theirs}")
     if table.by == "ablation" and row.switches:
         out.append("ours: " + ", ".join(f"{k}={v}" for k, v in row.switches.items()))

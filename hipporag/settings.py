@@ -9,76 +9,10 @@ them. Adding a knob: add its rule here; `tests/test_settings.py` fails for a top
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .errors import SettingError
-
-
-@dataclass(frozen=True)
-class Rule:
-    allowed: str                      # what the error message says is allowed
-    ok: Callable[[object], bool]
-    optional: bool = False            # null is allowed too
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
-
-
-def integer(lo: int | None = None, hi: int | None = None, optional: bool = False) -> Rule:
-    bounds = (f" >= {lo}" if hi is None else f" in [{lo}, {hi}]") if lo is not None else ""
-    return Rule(f"an integer{bounds}", lambda v: _is_int(v) and (lo is None or v >= lo) and (hi is None or v <= hi),
-                optional)
-
-
-def number(lo: float | None = None, hi: float | None = None, hi_open: bool = False, lo_open: bool = False,
-           optional: bool = False) -> Rule:
-    if lo is not None and hi is not None:
-        bounds = f" in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
-    elif lo is not None:
-        bounds = f" {'>' if lo_open else '>='} {lo}"
-    else:
-        bounds = ""
-
-    def ok(v) -> bool:
-        if not _is_number(v):
-            return False
-        if lo is not None and (v < lo or (lo_open and v == lo)):
-            return False
-        return hi is None or not (v > hi or (hi_open and v == hi))
-
-    return Rule(f"a number{bounds}", ok, optional)
-
-
-def boolean() -> Rule:
-    return Rule("true or false", lambda v: isinstance(v, bool))
-
-
-def choice(*values: str, optional: bool = False) -> Rule:
-    return Rule("one of " + ", ".join(values), lambda v: v in values, optional)
-
-
-def text(optional: bool = False) -> Rule:
-    return Rule("a non-empty string", lambda v: isinstance(v, str) and bool(v.strip()), optional)
-
-
-def existing_file(optional: bool = True) -> Rule:
-    return Rule("the path of an existing file", lambda v: isinstance(v, str) and Path(v).expanduser().is_file(), optional)
-
-
-def device() -> Rule:
-    return Rule("auto, cpu, cuda or cuda:N",
-                lambda v: isinstance(v, str) and (v in ("auto", "cpu", "cuda") or
-                                                  (v.startswith("cuda:") and v[5:].isdigit())))
+from .rules import Rule, boolean, choice, device, existing_file, integer, number, text
 
 
 def method_names() -> tuple[str, ...]:
@@ -121,18 +55,7 @@ TOP_LEVEL: dict[str, Rule] = {
 
 # Keys of the config groups, checked when the selected group defines them.
 GROUP_KEYS: dict[str, Rule] = {
-    "method.name": method_name(),
-    "method.k1": number(0, lo_open=True),
-    "method.b": number(0, 1),
-    "method.ner": choice("spacy", "llm"),
-    "method.levels": integer(1),
-    "method.reduction_dim": integer(1),
-    "method.local_neighbors": integer(2),
-    "method.threshold": number(0, 1),
-    "method.max_clusters": integer(2),
-    "method.max_cluster_tokens": integer(1),
-    "method.max_new_tokens": integer(1),
-    "method.seed": integer(0),
+    "method.name": method_name(),  # a method's own options: its registry entry (methods/registry.py)
     "dataset.limit": integer(1, optional=True),
     "dataset.strict_gold": boolean(),
     "dataset.source": choice("demo", "data_dir", "files", "hub"),
@@ -165,9 +88,24 @@ def _plain(value):
     return OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
 
 
+def method_option_rules(cfg: DictConfig) -> dict[str, Rule]:
+    """`method.<option>` rules of the selected method, from its registry entry; an option it does not
+    declare is refused (a typo would otherwise be ignored by the method)."""
+    from .methods import METHODS
+
+    spec = METHODS.get(OmegaConf.select(cfg, "method.name", default=None))
+    if spec is None:
+        return {}
+    for key in cfg.method:
+        if key != "name" and key not in spec.options:
+            known = ", ".join(sorted(spec.options)) or "none"
+            raise SettingError(f"method.{key} is not an option of method {spec.name} (its options: {known})")
+    return {f"method.{k}": rule for k, rule in spec.options.items()}
+
+
 def check_settings(cfg: DictConfig) -> None:
     """Raise SettingError for the first knob whose value its rule refuses (or a top-level knob missing)."""
-    for key, rule in {**TOP_LEVEL, **GROUP_KEYS}.items():
+    for key, rule in {**TOP_LEVEL, **GROUP_KEYS, **method_option_rules(cfg)}.items():
         value = OmegaConf.select(cfg, key, default=_ABSENT)
         if value is _ABSENT:
             if key in TOP_LEVEL:

@@ -90,19 +90,18 @@ def test_every_registered_method_caches_by_exactly_the_knobs_it_declares():
     """A declared knob changes the method's ranking key; any other knob leaves it (so a sweep over it reuses
     the ranking). With the LLM in use (filter=llm, ner=llm), the LLM and its settings count too."""
     from hipporag.methods import METHODS
-    from hipporag.ranking_cache import METHOD_KNOBS
 
     base = {k: "base" for k in QUERY_KNOBS}
     base.update(filter="llm", method_options={"ner": "llm"}, llm={"identity": "m"}, query_instructions={"i": "x"})
     for method in METHODS:
-        assert method in METHOD_KNOBS, f"{method}: not in ranking_cache.METHOD_KNOBS, its rankings are never cached"
+        declared = METHODS[method].cache_knobs
         for knob in (*QUERY_KNOBS, "method_options", "llm", "query_instructions"):
             if knob == "filter":
                 continue  # switches the LLM on or off: covered below
             other = {"method_options": {"ner": "llm", "k1": 2.0}, "llm": {"identity": "other"},
                      "query_instructions": {"i": "y"}}.get(knob, "changed")
             changed = ranking_key("k", method, {**base, knob: other}, ["q"]) != ranking_key("k", method, base, ["q"])
-            assert changed == (knob in METHOD_KNOBS[method]), (method, knob)
+            assert changed == (knob in declared), (method, knob)
 
 
 def test_llm_settings_enter_a_hipporag2_key_only_when_the_filter_uses_the_llm():

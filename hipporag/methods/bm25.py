@@ -12,7 +12,9 @@ import numpy as np
 
 from ..data import Query
 from ..errors import MissingDependencyError
+from ..rules import choice, number, text
 from .base import Ranking, RetrievalContext
+from .registry import register_method
 
 DEFAULTS = {"k1": 1.5, "b": 0.75, "variant": "lucene", "stopwords": "en", "stemmer": None}
 
@@ -27,8 +29,11 @@ def _stemmer(language: str | None):
     return Stemmer.Stemmer(language).stemWords
 
 
+@register_method("bm25", cache_knobs=("method_options",),
+                 options={"k1": number(0, lo_open=True), "b": number(0, 1),
+                          "variant": choice("lucene", "robertson", "atire", "bm25l", "bm25+"),
+                          "stopwords": text(optional=True), "stemmer": text(optional=True)})
 class BM25Retriever:
-    name = "bm25"
 
     def __init__(self, options: dict | None = None):
         self.options = {**DEFAULTS, **{k: v for k, v in (options or {}).items() if k in DEFAULTS}}

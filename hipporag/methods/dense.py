@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..data import Query
 from .base import Ranking, RetrievalContext, min_max, rank_desc
+from .registry import register_method
 
 
 def dense_scores(ctx: RetrievalContext, queries: list[Query]):
@@ -12,8 +13,8 @@ def dense_scores(ctx: RetrievalContext, queries: list[Query]):
     return min_max(q @ ctx.index.passage_vecs.T)
 
 
+@register_method("dense", cache_knobs=("query_instructions",))
 class DenseRetriever:
-    name = "dense"
 
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         out = []

@@ -30,13 +30,22 @@ from ..ppr import personalized_pagerank
 from ..recognition import FilterResult, recognition_filter
 from .base import Ranking, RetrievalContext, min_max, rank_desc
 from .dense import dense_scores
+from .registry import register_method
 
 SUPPORTED_LINKING = ("query_to_triple", "query_to_node", "ner_to_node")
 RESET_BLOCK_BYTES = 1 << 27
 
 
+@register_method(
+    "hipporag2",
+    cache_knobs=("query_instructions", "damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "filter",
+                 "passage_nodes", "node_specificity", "linking", "directed", "ppr_engine", "filter_snap_cutoff",
+                 "filter_prompt", "llm", "ppr_device", "filter_max_new_tokens"),
+    uses_llm=lambda params: params.get("filter") == "llm",
+    setting_fields=("retriever", "extractor", "llm"), llm_role="filter LLM",
+    ablation_knobs=("filter", "passage_nodes", "node_specificity", "synonymy_edges", "linking"),
+)
 class HippoRAG2Retriever:
-    name = "hipporag2"
 
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         """Rank in chunks of queries so that the dense reset block (queries × nodes) stays ~128 MB."""

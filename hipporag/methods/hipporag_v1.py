@@ -18,7 +18,9 @@ from ..data import Query
 from ..ppr import personalized_pagerank
 from .base import Ranking, RetrievalContext, rank_desc
 from .dense import dense_scores
+from ..rules import choice
 from .query_ner import llm_query_entities, spacy_query_entities
+from .registry import register_method
 
 DEFAULTS = {"ner": "spacy"}
 
@@ -41,8 +43,16 @@ def _entity_structures(index):
     return cached
 
 
+@register_method(
+    "hipporag",
+    cache_knobs=("damping", "node_specificity", "ppr_engine", "ppr_device", "method_options", "llm",
+                 "query_instructions"),
+    uses_llm=lambda params: (params.get("method_options") or {}).get("ner") == "llm",
+    options={"ner": choice("spacy", "llm")},
+    setting_fields=("retriever", "extractor", "llm"), llm_role="query NER",
+    ablation_knobs=("node_specificity", "synonymy_edges"),
+)
 class HippoRAGv1Retriever:
-    name = "hipporag"
 
     def __init__(self, options: dict | None = None):
         self.options = {**DEFAULTS, **{k: v for k, v in (options or {}).items() if k in DEFAULTS}}

@@ -51,7 +51,9 @@ import numpy as np
 from ..cache import atomic_write_json, load_or_build_folder, read_json, stable_key
 from ..data import Query
 from ..index import corpus_hash
+from ..rules import integer, number
 from .base import Ranking, RetrievalContext
+from .registry import register_method
 
 log = logging.getLogger(__name__)
 
@@ -360,8 +362,17 @@ def passage_ranking(sims: np.ndarray, ancestors: np.ndarray, n_passages: int, wa
     return order, np.minimum.accumulate(scores, axis=1), node_order
 
 
+@register_method(
+    "raptor",
+    # the tree depends on the LLM and the method options; the reader's node texts on qa_top_k
+    cache_knobs=("method_options", "llm", "qa_top_k", "query_instructions"),
+    uses_llm=lambda params: True,
+    options={"levels": integer(1), "reduction_dim": integer(1), "local_neighbors": integer(2),
+             "threshold": number(0, 1), "max_clusters": integer(2), "max_cluster_tokens": integer(1),
+             "max_new_tokens": integer(1), "seed": integer(0)},
+    setting_fields=("retriever", "llm"), llm_role="summary LLM",
+)
 class RaptorRetriever:
-    name = "raptor"
 
     def __init__(self, options: dict | None = None):
         unknown = set(options or {}) - set(DEFAULTS) - {"name"}
