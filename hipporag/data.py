@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import DatasetError
+from .registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -242,26 +243,38 @@ def _data_dir_file(data_dir: Path, relative: str, what: str) -> Path:
     return path
 
 
-def load_dataset(cfg) -> Dataset:
-    """Build the configured dataset (`cfg` is the `dataset` config group)."""
-    source = cfg.get("source", "files")
-    limit = cfg.get("limit")
-    strict = bool(cfg.get("strict_gold", False))
-    name = cfg.get("name", source)
-    if source == "demo":
-        d = demo_data_dir()
-        return load_files("demo", d / "demo.json", d / "demo_corpus.json", limit, strict)
-    if source == "data_dir":
-        data_dir = resolve_data_dir(cfg.get("data_dir"))
-        return load_files(name, _data_dir_file(data_dir, cfg.questions, "questions"),
-                          _data_dir_file(data_dir, cfg.corpus, "corpus"), limit, strict)
-    if source == "files":
-        if not cfg.get("questions") or not cfg.get("corpus"):
-            raise DatasetError("dataset=files needs dataset.questions=PATH and dataset.corpus=PATH")
-        return load_files(name, Path(cfg.questions), Path(cfg.corpus), limit, strict)
-    if source == "hub":
-        from .hub import download_hipporag2_dataset
+DATASET_SOURCES = Registry("dataset source", "dataset.source")
 
-        questions, corpus = download_hipporag2_dataset(cfg.repo_id, cfg.hub_name, cfg.get("revision"))
-        return load_files(name, questions, corpus, limit, strict)
-    raise DatasetError(f"unknown dataset source {source!r} (known: demo, data_dir, files, hub)")
+
+def load_dataset(cfg) -> Dataset:
+    """Build the configured dataset (`cfg` is the `dataset` config group; `source` picks the loader)."""
+    source = cfg.get("source", "files")
+    return DATASET_SOURCES.build(source, cfg, cfg.get("name", source), cfg.get("limit"), bool(cfg.get("strict_gold", False)))
+
+
+@DATASET_SOURCES.register("demo")
+def _demo(cfg, name: str, limit: int | None, strict: bool) -> Dataset:
+    d = demo_data_dir()
+    return load_files("demo", d / "demo.json", d / "demo_corpus.json", limit, strict)
+
+
+@DATASET_SOURCES.register("data_dir")
+def _data_dir(cfg, name: str, limit: int | None, strict: bool) -> Dataset:
+    data_dir = resolve_data_dir(cfg.get("data_dir"))
+    return load_files(name, _data_dir_file(data_dir, cfg.questions, "questions"),
+                      _data_dir_file(data_dir, cfg.corpus, "corpus"), limit, strict)
+
+
+@DATASET_SOURCES.register("files")
+def _files(cfg, name: str, limit: int | None, strict: bool) -> Dataset:
+    if not cfg.get("questions") or not cfg.get("corpus"):
+        raise DatasetError("dataset=files needs dataset.questions=PATH and dataset.corpus=PATH")
+    return load_files(name, Path(cfg.questions), Path(cfg.corpus), limit, strict)
+
+
+@DATASET_SOURCES.register("hub")
+def _hub(cfg, name: str, limit: int | None, strict: bool) -> Dataset:
+    from .hub import download_hipporag2_dataset
+
+    questions, corpus = download_hipporag2_dataset(cfg.repo_id, cfg.hub_name, cfg.get("revision"))
+    return load_files(name, questions, corpus, limit, strict)

@@ -21,6 +21,7 @@ from .api_keys import api_key_from_env
 from .cache import KeyValueStore, stable_key
 from .device import pick_device
 from .errors import EndpointUnreachableError
+from .registry import Registry
 from .textnorm import text_hash
 
 log = logging.getLogger(__name__)
@@ -126,20 +127,30 @@ class OpenAIEmbedder:
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
 
+EMBEDDERS = Registry("embedder", "embedder.backend")
+
+
 def build_embedder(cfg):
-    if cfg.backend == "sentence-transformers":
-        return SentenceTransformerEmbedder(
-            model=cfg.model, path=cfg.get("path"), batch_size=cfg.get("batch_size", 64),
-            device=cfg.get("device", "auto"), instructions=cfg.get("instructions"),
-            instruction_template=cfg.get("instruction_template", "{instruction}"),
-            trust_remote_code=cfg.get("trust_remote_code", False), fp16_on_gpu=cfg.get("fp16_on_gpu", True),
-            max_seq_length=cfg.get("max_seq_length"),
-        )
-    if cfg.backend == "openai":
-        return OpenAIEmbedder(model=cfg.model, base_url=cfg.get("base_url"), api_key_env=cfg.get("api_key_env", "OPENAI_API_KEY"),
-                              batch_size=cfg.get("batch_size", 256), instructions=cfg.get("instructions"),
-                              instruction_template=cfg.get("instruction_template", "{instruction}"))
-    raise ValueError(f"unknown embedder backend {cfg.backend!r} (known: sentence-transformers, openai)")
+    """The embedder named by the `embedder` config group's `backend`."""
+    return EMBEDDERS.build(cfg.backend, cfg)
+
+
+@EMBEDDERS.register("sentence-transformers")
+def _sentence_transformers(cfg):
+    return SentenceTransformerEmbedder(
+        model=cfg.model, path=cfg.get("path"), batch_size=cfg.get("batch_size", 64),
+        device=cfg.get("device", "auto"), instructions=cfg.get("instructions"),
+        instruction_template=cfg.get("instruction_template", "{instruction}"),
+        trust_remote_code=cfg.get("trust_remote_code", False), fp16_on_gpu=cfg.get("fp16_on_gpu", True),
+        max_seq_length=cfg.get("max_seq_length"),
+    )
+
+
+@EMBEDDERS.register("openai")
+def _openai_embedder(cfg):
+    return OpenAIEmbedder(model=cfg.model, base_url=cfg.get("base_url"), api_key_env=cfg.get("api_key_env", "OPENAI_API_KEY"),
+                          batch_size=cfg.get("batch_size", 256), instructions=cfg.get("instructions"),
+                          instruction_template=cfg.get("instruction_template", "{instruction}"))
 
 
 class EmbeddingCache:

@@ -21,6 +21,7 @@ from .cache import KeyValueStore, stable_key
 from .device import pick_device
 from .errors import LLMFailureError, MissingDependencyError
 from .generation import Generation
+from .registry import Registry
 from .textnorm import text_hash
 
 log = logging.getLogger(__name__)
@@ -183,23 +184,35 @@ class CachedLLM:
         return results  # type: ignore[return-value]
 
 
+LLM_BACKENDS = Registry("LLM backend", "llm.backend")
+
+
 def build_llm(cfg, cache_dir: Path, fail_fast: bool = False) -> CachedLLM:
-    if cfg.backend == "transformers":
-        backend = TransformersChatLLM(model=cfg.model, gguf_file=cfg.get("gguf_file"),
-                                      batch_size=cfg.get("batch_size", 8), device=cfg.get("device", "auto"))
-    elif cfg.backend == "openai":
-        from .llm_openai import OpenAIChatLLM
-
-        backend = OpenAIChatLLM(model=cfg.model, base_url=cfg.get("base_url"), api_key_env=cfg.get("api_key_env", "OPENAI_API_KEY"),
-                                max_concurrency=cfg.get("max_concurrency", 8), timeout=cfg.get("timeout", 120),
-                                max_retries=cfg.get("max_retries", 5))
-    elif cfg.backend == "vllm":
-        from .llm_vllm import VLLMChatLLM
-
-        backend = VLLMChatLLM(model=cfg.model, tensor_parallel_size=cfg.get("tensor_parallel_size", 1),
-                              gpu_memory_utilization=cfg.get("gpu_memory_utilization", 0.9),
-                              max_model_len=cfg.get("max_model_len"), dtype=cfg.get("dtype", "auto"))
-    else:
-        raise ValueError(f"unknown llm backend {cfg.backend!r} (known: transformers, openai, vllm)")
+    """The `llm` config group's backend behind the response cache (models load at the first cache miss)."""
+    backend = LLM_BACKENDS.build(cfg.backend, cfg)
     decoding = {"max_new_tokens": cfg.get("max_new_tokens", 64), "temperature": cfg.get("temperature", 0.0)}
     return CachedLLM(backend, cache_dir, decoding, fail_fast=fail_fast)
+
+
+@LLM_BACKENDS.register("transformers")
+def _transformers(cfg):
+    return TransformersChatLLM(model=cfg.model, gguf_file=cfg.get("gguf_file"), batch_size=cfg.get("batch_size", 8),
+                               device=cfg.get("device", "auto"))
+
+
+@LLM_BACKENDS.register("openai")
+def _openai(cfg):
+    from .llm_openai import OpenAIChatLLM
+
+    return OpenAIChatLLM(model=cfg.model, base_url=cfg.get("base_url"), api_key_env=cfg.get("api_key_env", "OPENAI_API_KEY"),
+                         max_concurrency=cfg.get("max_concurrency", 8), timeout=cfg.get("timeout", 120),
+                         max_retries=cfg.get("max_retries", 5))
+
+
+@LLM_BACKENDS.register("vllm")
+def _vllm(cfg):
+    from .llm_vllm import VLLMChatLLM
+
+    return VLLMChatLLM(model=cfg.model, tensor_parallel_size=cfg.get("tensor_parallel_size", 1),
+                       gpu_memory_utilization=cfg.get("gpu_memory_utilization", 0.9),
+                       max_model_len=cfg.get("max_model_len"), dtype=cfg.get("dtype", "auto"))

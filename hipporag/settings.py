@@ -58,15 +58,11 @@ GROUP_KEYS: dict[str, Rule] = {
     "method.name": method_name(),  # a method's own options: its registry entry (methods/registry.py)
     "dataset.limit": integer(1, optional=True),
     "dataset.strict_gold": boolean(),
-    "dataset.source": choice("demo", "data_dir", "files", "hub"),
-    "extractor.name": choice("spacy", "imported", "llm"),
     "extractor.batch_size": integer(1),
     "extractor.max_new_tokens": integer(1),
     "extractor.missing": choice("error", "extract"),
-    "embedder.backend": choice("sentence-transformers", "openai"),
     "embedder.batch_size": integer(1),
     "embedder.device": device(),
-    "llm.backend": choice("transformers", "openai", "vllm"),
     "llm.batch_size": integer(1),
     "llm.device": device(),
     "llm.max_concurrency": integer(1),
@@ -77,7 +73,6 @@ GROUP_KEYS: dict[str, Rule] = {
     "llm.tensor_parallel_size": integer(1),
     "llm.gpu_memory_utilization": number(0, 1, lo_open=True),
     "reader.max_new_tokens": integer(1),
-    "tracker.name": choice("wandb", "none"),
     "tracker.mode": choice("auto", "online", "offline", "disabled"),
 }
 
@@ -86,6 +81,17 @@ _ABSENT = object()
 
 def _plain(value):
     return OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+def registry_rules() -> dict[str, Rule]:
+    """The knob that picks a part of each kind (`extractor.name`, `llm.backend`, ...): one of its registry's names."""
+    from .data import DATASET_SOURCES
+    from .embed import EMBEDDERS
+    from .llm import LLM_BACKENDS
+    from .openie import EXTRACTORS
+    from .tracking import TRACKERS
+
+    return {r.config_key: choice(*r.names()) for r in (DATASET_SOURCES, EXTRACTORS, EMBEDDERS, LLM_BACKENDS, TRACKERS)}
 
 
 def method_option_rules(cfg: DictConfig) -> dict[str, Rule]:
@@ -105,7 +111,7 @@ def method_option_rules(cfg: DictConfig) -> dict[str, Rule]:
 
 def check_settings(cfg: DictConfig) -> None:
     """Raise SettingError for the first knob whose value its rule refuses (or a top-level knob missing)."""
-    for key, rule in {**TOP_LEVEL, **GROUP_KEYS, **method_option_rules(cfg)}.items():
+    for key, rule in {**TOP_LEVEL, **GROUP_KEYS, **registry_rules(), **method_option_rules(cfg)}.items():
         value = OmegaConf.select(cfg, key, default=_ABSENT)
         if value is _ABSENT:
             if key in TOP_LEVEL:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .registry import Registry
+
 log = logging.getLogger(__name__)
 
 SECRET_MARKERS = ("api_key", "apikey", "token", "secret", "password")
@@ -97,9 +99,19 @@ class WandbTracker:
         self.run.finish()
 
 
+TRACKERS = Registry("tracker", "tracker.name")
+
+
 def make_tracker(cfg, run_dir: Path, config: dict, group: str | None, job_type: str):
-    if cfg.name == "none":
-        return None
-    if cfg.name == "wandb":
-        return WandbTracker(cfg, run_dir, config, group, job_type)
-    raise ValueError(f"unknown tracker {cfg.name!r} (known: wandb, none)")
+    """The `tracker` config group's tracker, or None (`tracker=none`)."""
+    return TRACKERS.build(cfg.name, cfg, run_dir, config, group, job_type)
+
+
+@TRACKERS.register("wandb")
+def _wandb(cfg, run_dir: Path, config: dict, group: str | None, job_type: str):
+    return WandbTracker(cfg, run_dir, config, group, job_type)
+
+
+@TRACKERS.register("none")
+def _no_tracker(*args):
+    return None

@@ -57,3 +57,38 @@ def test_the_shipped_methods_are_registered_with_their_yaml_options():
     for name, spec in METHODS.items():
         yaml_keys = set(config(f"method={name}").method) - {"name"}
         assert yaml_keys == set(spec.options), name  # each YAML option has a rule, each rule a default
+
+
+def _registries():
+    from hipporag.data import DATASET_SOURCES
+    from hipporag.embed import EMBEDDERS
+    from hipporag.llm import LLM_BACKENDS
+    from hipporag.openie import EXTRACTORS
+    from hipporag.tracking import TRACKERS
+
+    return {"dataset": (DATASET_SOURCES, "source"), "extractor": (EXTRACTORS, "name"), "embedder": (EMBEDDERS, "backend"),
+            "llm": (LLM_BACKENDS, "backend"), "tracker": (TRACKERS, "name")}
+
+
+@pytest.mark.parametrize("group", ["dataset", "extractor", "embedder", "llm", "tracker"])
+def test_every_registered_part_is_shipped_as_a_config_and_every_config_names_one(group):
+    from test_settings import CONF
+
+    registry, key = _registries()[group]
+    used = {config(f"{group}={p.stem}")[group][key] for p in (CONF / group).glob("*.yaml")}
+    assert used == set(registry.names()), group
+
+
+def test_an_unknown_part_is_refused_naming_the_knob_and_the_choices():
+    from hipporag.registry import Registry
+
+    parts = Registry("widget", "widget.name")
+    parts.register("a")(lambda: 1)
+    with pytest.raises(SettingError, match=r"widget.name='b' is not allowed: expected one of a"):
+        parts.build("b")
+    with pytest.raises(ValueError, match="registered twice"):
+        parts.register("a")(lambda: 2)
+    cfg = config()
+    cfg.dataset.source = "ftp"
+    with pytest.raises(SettingError, match=r"dataset.source='ftp' is not allowed: expected one of demo, data_dir, files, hub"):
+        check_settings(cfg)

