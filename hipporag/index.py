@@ -8,7 +8,6 @@ never rebuilds it. Concurrent jobs take a file lock: one builds, the others wait
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -129,7 +128,7 @@ def _build_index_locked(passages, extractor, embedder, params, cache_dir: Path, 
     report.key = key
     t0 = time.perf_counter()
 
-    def build(tmp: Path) -> None:
+    def make_graph() -> tuple[ig.Graph, dict]:
         synonymy = None
         if params["synonymy_edges"] and inputs.entities:
             t_syn = time.perf_counter()
@@ -140,16 +139,19 @@ def _build_index_locked(passages, extractor, embedder, params, cache_dir: Path, 
             report.synonymy = dict(store.last_stats)
             store.close()
         graph, stats = build_graph(passages, inputs, synonymy, directed=bool(params.get("directed", False)))
+        return graph, asdict(stats)
+
+    def build(tmp: Path) -> None:
+        graph, stats = make_graph()
         graph.write_pickle(str(tmp / "graph.pickle"))
-        atomic_write_json(tmp / "stats.json", asdict(stats))
+        atomic_write_json(tmp / "stats.json", stats)
         atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time()})
         failpoints.hit("graph.written")
 
     if report.openie.failed_requests:  # a graph missing those passages' triples is never cached as good
         log.warning("Graph %s: built for this run only, not cached: OpenIE failed for %d passages (LLM errors); "
                     "a rerun extracts them again", key, report.openie.failed_requests)
-        with tempfile.TemporaryDirectory() as scratch:
-            graph, stats, _ = load_or_build_graph(Path(scratch) / key, identity, build)
+        graph, stats = make_graph()
     else:
         graph, stats, report.graph_cached = load_or_build_graph(cache_dir / "graph" / key, identity, build)
     report.timings["graph_s"] = time.perf_counter() - t0

@@ -140,7 +140,11 @@ def write_report(sweep_dir: Path, partial: bool = False) -> str:
     """report.md, report.csv and (unless `partial`) the plots. A partial report is rewritten after every
     job, so a sweep that is killed still leaves the report of the jobs it finished, marked as such."""
     sweep_dir = Path(sweep_dir)
-    frame, swept = collect(sweep_dir)
+    return write_collected(sweep_dir, *collect(sweep_dir), partial=partial)
+
+
+def write_collected(sweep_dir: Path, frame: pd.DataFrame, swept: list[str], partial: bool = False) -> str:
+    """`write_report` for jobs already collected."""
     notes = []
     if partial:
         notes.append(f"**partial**: {frame.job.nunique()} jobs finished so far (the sweep is running, or was stopped); "
@@ -181,11 +185,12 @@ class SweepReportCallback(Callback):
         """The final report; the sweep exits with code 3 when a job finished degraded."""
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
-            print(write_report(sweep_dir))
+            frame, swept = collect(sweep_dir)
         except FileNotFoundError as e:
             log.warning("No sweep report: %s", e)
             return
-        degraded = degraded_jobs(collect(sweep_dir)[0])
+        print(write_collected(sweep_dir, frame, swept))
+        degraded = degraded_jobs(frame)
         if degraded:
             print(f"DEGRADED: jobs {', '.join(degraded)} of this sweep finished with too many failed LLM calls")
             sys.exit(EXIT_DEGRADED)
