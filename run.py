@@ -24,7 +24,7 @@ if __name__ == "__main__":
     try:
         main()
     except KeyboardInterrupt:  # Ctrl-C outside the experiment (Hydra's start or teardown)
+        from hipporag.core.errors import EXIT_INTERRUPTED
         from hipporag.entry import INTERRUPTED, fail
-        from hipporag.errors import EXIT_INTERRUPTED
 
         fail(INTERRUPTED, EXIT_INTERRUPTED)

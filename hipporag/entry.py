@@ -16,7 +16,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from .errors import EXIT_DEGRADED, EXIT_INTERRUPTED, EXIT_USER_ERROR, UserError
+from hipporag.core.errors import (
+    EXIT_DEGRADED,
+    EXIT_INTERRUPTED,
+    EXIT_USER_ERROR,
+    UserError,
+)
 
 INTERRUPTED = "interrupted; the cache is kept and a rerun resumes"
 
@@ -46,12 +51,13 @@ def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | 
     """Check the settings, run the experiment, and turn user errors and Ctrl-C into clean exits."""
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     try:
-        from .settings import check_settings
+        from hipporag.run.settings import load_settings
 
-        check_settings(cfg)
-        from .experiment import run_experiment  # heavy imports only once the knobs are known to be good
+        settings = load_settings(cfg)
+        # heavy imports (torch through the embedder, the LLM) only once the knobs are known to be good
+        from hipporag.run.experiment import run_experiment
 
-        metrics = run_experiment(cfg, run_dir, sweep_group=sweep_group)
+        metrics = run_experiment(cfg, run_dir, sweep_group=sweep_group, settings=settings)
     except UserError as e:
         if full_error:
             raise

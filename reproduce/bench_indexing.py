@@ -21,21 +21,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hipporag.report_blocks import replace_block  # noqa: E402
+from hipporag.run.blocks import replace_block  # noqa: E402
+
 sys.path.insert(0, str(ROOT))
 
 START, END = "<!-- bench_indexing:start -->", "<!-- bench_indexing:end -->"
 
 
 def main() -> None:
-    from omegaconf import OmegaConf
-
-    from hipporag.data import load_dataset
-    from hipporag.embed import EmbeddingCache, build_embedder
-    from hipporag.graph import prepare_graph_inputs
-    from hipporag.openie import run_openie, valid_triples
-    from hipporag.openie.spacy_extractor import SpacyExtractor
-    from hipporag.synonymy import SynonymyStore
+    from hipporag.data.sources import load_dataset
+    from hipporag.index.embed import EmbeddingCache, build_embedder
+    from hipporag.index.graph import prepare_graph_inputs
+    from hipporag.index.openie import build_extractor, run_openie, valid_triples
+    from hipporag.index.synonymy import SynonymyStore
+    from hipporag.run.settings import compose, load_settings
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sample", type=int, default=1000)
@@ -43,17 +42,16 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
-    ds = load_dataset(OmegaConf.create({"source": "data_dir", "name": "2wikimultihopqa_30", "data_dir": str(data),
-                                        "questions": "2wikimultihopqa_30/2wikimultihopqa_30.json",
-                                        "corpus": "2wikimultihopqa_30/2wikimultihopqa_corpus.json"}))
+    settings = load_settings(compose("dataset=2wikimultihopqa_30", f"dataset.data_dir={data}"))
+    ds = load_dataset(settings.dataset)
     passages = ds.passage_texts()
     sample = passages[: args.sample]
     rows = []
-    extractor = SpacyExtractor()
+    extractor = build_extractor(settings.extractor)  # spaCy, as configured by default
     t0 = time.perf_counter()
     extractor.extract(sample)
     rows.append(("spaCy extraction", f"{len(sample) / (time.perf_counter() - t0):.0f} passages/s"))
-    embedder = build_embedder(OmegaConf.load(ROOT / "conf" / "embedder" / "minilm.yaml"))
+    embedder = build_embedder(settings.embedder)  # MiniLM
     embedder.encode(sample[:32])  # load the model outside the timing
     t0 = time.perf_counter()
     embedder.encode(sample)

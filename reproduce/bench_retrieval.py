@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hipporag import ppr as ppr_module  # noqa: E402
-from hipporag.ppr import TransitionMatrix, batched_ppr, igraph_ppr  # noqa: E402
-from hipporag.report_blocks import replace_block  # noqa: E402
+from hipporag.retrieval import ppr as ppr_module  # noqa: E402
+from hipporag.retrieval.ppr import TransitionMatrix, batched_ppr, igraph_ppr  # noqa: E402
+from hipporag.run.blocks import replace_block  # noqa: E402
 
 START, END = "<!-- bench_retrieval:start -->", "<!-- bench_retrieval:end -->"
 BOUND_START, BOUND_END = "<!-- bound:start -->", "<!-- bound:end -->"
@@ -73,27 +73,23 @@ def peak_rss_gib() -> float:
 
 def musique_case(data: Path):
     """The real graph and the real seed vectors of the 100 musique_train queries (no filter)."""
-    from omegaconf import OmegaConf
+    from hipporag.data.sources import load_dataset
+    from hipporag.index.build import build_index
+    from hipporag.index.embed import EmbeddingCache, build_embedder
+    from hipporag.index.openie import build_extractor
+    from hipporag.retrieval.methods import RetrievalContext
+    from hipporag.retrieval.methods.hipporag2 import HippoRAG2Retriever
+    from hipporag.run.settings import compose, load_settings
 
-    from hipporag.data import load_dataset
-    from hipporag.embed import EmbeddingCache, build_embedder
-    from hipporag.index import build_index
-    from hipporag.knobs import knobs
-    from hipporag.methods import RetrievalContext
-    from hipporag.methods.hipporag2 import HippoRAG2Retriever
-    from hipporag.openie import build_extractor
-
-    cfg = OmegaConf.load(ROOT / "conf" / "config.yaml")
     cache = Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache"))
-    ds = load_dataset(OmegaConf.create({"source": "data_dir", "name": "musique_train", "data_dir": str(data),
-                                        "questions": "musique_train/musique_train.json",
-                                        "corpus": "musique_train/musique_train_corpus.json"}))
     openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
-    extractor = build_extractor(OmegaConf.create({"name": "imported", "path": str(openie)}))
-    embedder = build_embedder(OmegaConf.load(ROOT / "conf" / "embedder" / "minilm.yaml"))
-    params = knobs(cfg)  # the defaults of conf/config.yaml, classified in one place
-    index, _ = build_index(ds.passage_texts(), extractor, embedder, params, cache)
-    ctx = RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), params=params)
+    settings = load_settings(compose("dataset=musique_train", f"dataset.data_dir={data}", "extractor=imported",
+                                     f"extractor.path={openie}"))  # the official defaults of conf/config.yaml
+    ds = load_dataset(settings.dataset)
+    extractor = build_extractor(settings.extractor)
+    embedder = build_embedder(settings.embedder)
+    index, _ = build_index(ds.passage_texts(), extractor, embedder, settings.knobs, cache)
+    ctx = RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), knobs=settings.knobs)
     resets = HippoRAG2Retriever().seed_vectors(ctx, ds.queries)
     return index.graph, DenseResets(resets), index.n_entities
 

@@ -3,3 +3,19 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def settings():
+    """The typed settings of `python run.py` (conf/ composed, nothing run): `settings("method=bm25", ...)`."""
+    from hipporag.run.settings import compose, load_settings
+
+    return lambda *overrides: load_settings(compose(*overrides))
+
+
+@pytest.fixture(scope="session")
+def knobs(settings):
+    """The top-level knobs of conf/config.yaml as the stages get them (`knobs.replace(damping=0.3)` to vary)."""
+    return settings().knobs

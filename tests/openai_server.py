@@ -12,7 +12,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from hipporag.llm import TransformersChatLLM
+from hipporag.llm.transformers_chat import TransformersChatLLM
 
 
 class LocalModels:

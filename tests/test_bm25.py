@@ -1,13 +1,12 @@
 """method=bm25 on the demo corpus: shape, determinism, and an exact-term passage ranked first."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from hipporag.data import Query, load_dataset
-from hipporag.methods import RetrievalContext, get_method
+from hipporag.data.dataset import Query
+from hipporag.data.sources import load_dataset
+from hipporag.retrieval.methods import RetrievalContext, get_method
 
 
 class PassagesOnly:
@@ -16,9 +15,10 @@ class PassagesOnly:
 
 
 @pytest.fixture(scope="module")
-def ctx():
-    ds = load_dataset(OmegaConf.create({"source": "demo"}))
-    return RetrievalContext(index=PassagesOnly(ds.passage_texts()), embeddings=None, params={}), ds
+def ctx(settings):
+    s = settings()
+    ds = load_dataset(s.dataset)
+    return RetrievalContext(index=PassagesOnly(ds.passage_texts()), embeddings=None, knobs=s.knobs), ds
 
 
 def test_exact_rare_term_ranks_its_passage_first(ctx):

@@ -3,15 +3,18 @@ import json
 import numpy as np
 import pytest
 
-from hipporag.cache import CacheMismatchError, KeyValueStore, building
-from hipporag.embed import EmbeddingCache
-from hipporag.openie import Extraction, run_openie
+from hipporag.cache.folders import building
+from hipporag.cache.store import KeyValueStore
+from hipporag.core.errors import CacheMismatchError
+from hipporag.index.embed import EmbeddingCache
+from hipporag.index.openie import Extraction, run_openie
 
 
 class CountingExtractor:
     """A real, deterministic extractor (word pairs) that counts what it was asked to extract."""
 
     identity = {"name": "pairs", "version": 1}
+    batch_size = 64
 
     def __init__(self, fail_on=None):
         self.seen: list[str] = []
@@ -50,6 +53,7 @@ def test_store_refuses_another_producer(tmp_path):
 
 class HashEmbedder:
     identity = {"name": "hash", "dim": 8}
+    batch_size = 64
 
     def __init__(self):
         self.calls = []

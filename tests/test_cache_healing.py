@@ -13,12 +13,20 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from hipporag.cache import CHECKSUMS, CacheMismatchError, KeyValueStore, atomic_write_json, building, file_digest
-from hipporag.graph import build_graph, prepare_graph_inputs
-from hipporag.index import load_or_build_graph
-from hipporag.methods.base import Ranking
-from hipporag.ranking_cache import load_rankings, save_rankings
-from hipporag.synonymy import SynonymyStore, neighbour_lists_full, pairs_from_lists
+from hipporag.cache.files import atomic_write_json
+from hipporag.cache.folders import CHECKSUMS, building
+from hipporag.cache.keys import file_digest
+from hipporag.cache.store import KeyValueStore
+from hipporag.core.errors import CacheMismatchError
+from hipporag.index.build import load_or_build_graph
+from hipporag.index.graph import build_graph, prepare_graph_inputs
+from hipporag.index.synonymy import (
+    SynonymyStore,
+    neighbour_lists_full,
+    pairs_from_lists,
+)
+from hipporag.retrieval.methods.base import Ranking
+from hipporag.retrieval.ranking_cache import load_rankings, save_rankings
 
 IDENTITY = {"model": "m", "dim": 4}
 VALUES = {f"k{i}": os.urandom(200) for i in range(300)}

@@ -1,13 +1,14 @@
 import json
 
 import pytest
-from omegaconf import OmegaConf
 
-from hipporag.data import DatasetError, load_dataset, load_files
+from hipporag.core.errors import DatasetError
+from hipporag.data.formats import load_files
+from hipporag.data.sources import load_dataset
 
 
-def test_demo_dataset_shape():
-    ds = load_dataset(OmegaConf.create({"source": "demo"}))
+def test_demo_dataset_shape(settings):
+    ds = load_dataset(settings().dataset)
     assert len(ds.corpus) >= 40 and len(ds.queries) >= 15
     corpus = set(ds.passage_texts())
     multi_hop = 0
@@ -57,14 +58,14 @@ def test_malformed_question_file_names_file_and_record(tmp_path, bad, message):
     assert message in str(err.value)
 
 
-def test_malformed_corpus_and_missing_file(tmp_path):
+def test_malformed_corpus_and_missing_file(tmp_path, settings):
     q = write(tmp_path, "q.json", [{"question": "q", "answer": "a"}])
     with pytest.raises(DatasetError, match=r"c.json: record 1: expected an object with a string 'text'"):
         load_files("t", q, write(tmp_path, "c.json", [{"title": "A", "text": "x"}, {"title": "B"}]))
     with pytest.raises(DatasetError, match="nowhere.json: file not found"):
         load_files("t", q, tmp_path / "nowhere.json")
     with pytest.raises(DatasetError, match="dataset.questions=PATH"):
-        load_dataset(OmegaConf.create({"source": "files", "questions": None, "corpus": None}))
+        load_dataset(settings("dataset=files").dataset)
 
 
 def test_inputs_are_checked_at_load(tmp_path, caplog):

@@ -1,6 +1,6 @@
 """Fault injection through the real command line on real files: every number printed is the number it claims.
 
-- kill -9 in each stage (a failpoint, `hipporag/failpoints.py`, sends the SIGKILL at a known moment): the
+- kill -9 in each stage (a failpoint, `hipporag/core/failpoints.py`, sends the SIGKILL at a known moment): the
   rerun redoes at most the chunk in flight and gives the metrics of a run that was never killed;
 - three runs started at once: one index build, three folders whose files agree;
 - each damaged cache file: one warning naming it, recovery, the same numbers;
@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from cli import ROOT, cli_env, run_cli
 
 pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
@@ -202,11 +201,11 @@ def _garble(path: Path) -> None:
 
 def _flip_one_passage_vector(cache: Path) -> Path:
     """Sign-flip one stored passage vector in place, as a bad disk or a stray write would."""
-    from hipporag.data import load_dataset
-    from hipporag.textnorm import text_hash
-    from omegaconf import OmegaConf
+    from hipporag.core.textnorm import text_hash
+    from hipporag.data.sources import load_dataset
+    from hipporag.run.settings import compose
 
-    first = load_dataset(OmegaConf.create({"source": "demo"})).passage_texts()[0]
+    first = load_dataset(compose().dataset).passage_texts()[0]
     for path in cache.glob("embeddings/*.sqlite"):
         with sqlite3.connect(path) as conn:
             row = conn.execute("SELECT value FROM kv WHERE key = ?", (text_hash(first),)).fetchone()
@@ -244,8 +243,8 @@ def test_damaged_cache_is_reported_and_rebuilt_with_the_same_numbers(reference, 
 
 def test_a_store_the_run_does_not_need_is_never_opened(reference, tmp_path):
     """A garbage LLM response store does not stop a run that never calls the LLM (read=false filter=none)."""
-    from hipporag.cache import stable_key
-    from hipporag.llm import TransformersChatLLM
+    from hipporag.cache.keys import stable_key
+    from hipporag.llm.transformers_chat import TransformersChatLLM
 
     _, ref_cache, expected, _ = reference
     cache = tmp_path / "cache"

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from hipporag.graph import build_graph, prepare_graph_inputs, synonymy_neighbours
-from hipporag.textnorm import entity_id, md5_id, normalize_phrase, passage_id
+from hipporag.core.textnorm import entity_id, md5_id, normalize_phrase, passage_id
+from hipporag.index.graph import build_graph, prepare_graph_inputs, synonymy_neighbours
 
 
 def test_normalisation_and_ids_match_official_rules():
@@ -81,7 +81,7 @@ def test_synonymy_keeps_at_most_101_neighbours():
 
 
 def test_incremental_synonymy_equals_a_full_build(tmp_path):
-    from hipporag.synonymy import SynonymyStore
+    from hipporag.index.synonymy import SynonymyStore
 
     rng = np.random.default_rng(3)
     centers = rng.normal(size=(30, 16))

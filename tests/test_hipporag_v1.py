@@ -2,15 +2,13 @@
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from hipporag.data import Query
-from hipporag.embed import EmbeddingCache, build_embedder
-from hipporag.index import build_index
-from hipporag.methods import RetrievalContext, get_method
-from hipporag.openie import Extraction
+from hipporag.data.dataset import Query
+from hipporag.index.build import build_index
+from hipporag.index.embed import EmbeddingCache, build_embedder
+from hipporag.index.openie import Extraction
+from hipporag.retrieval.methods import RetrievalContext, get_method
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 PASSAGES = [
     "Ada Brenn\nAda Brenn was born in Marlow.",
@@ -30,19 +28,19 @@ TRIPLES = {
 
 class HandWritten:
     identity = {"name": "hand-written", "version": 1}
+    batch_size = 64
 
     def extract(self, passages):
         return [Extraction(entities=[], triples=TRIPLES[p]) for p in passages]
 
 
 @pytest.fixture(scope="module")
-def ctx(tmp_path_factory):
+def ctx(tmp_path_factory, settings):
     cache = tmp_path_factory.mktemp("v1cache")
-    embedder = build_embedder(OmegaConf.load(ROOT / "conf" / "embedder" / "minilm.yaml"))
-    params = {"synonymy_threshold": 0.8, "synonymy_topk": 2047, "synonymy_edges": True, "directed": False,
-              "damping": 0.5, "node_specificity": True}
-    index, _ = build_index(PASSAGES, HandWritten(), embedder, params, cache)
-    return RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), params=params)
+    s = settings()  # MiniLM and the official knobs (damping 0.5, node specificity, synonymy edges)
+    embedder = build_embedder(s.embedder)
+    index, _ = build_index(PASSAGES, HandWritten(), embedder, s.knobs, cache)
+    return RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), knobs=s.knobs)
 
 
 def test_two_hop_walk_reaches_the_bridge_passage(ctx):

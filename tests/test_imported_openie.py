@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from hipporag.openie import run_openie
-from hipporag.openie.imported import ImportedExtractor, OpenIEImportError
-from hipporag.textnorm import passage_id
+from hipporag.core.textnorm import passage_id
+from hipporag.index.openie import run_openie
+from hipporag.index.openie.imported import ImportedExtractor, OpenIEImportError
 
 CORPUS = ["Ann Lee\nAnn Lee was born in Oslo.", "Bo\nBo lives in Rome.", "Cy\nCy met Ann Lee."]
 TRIPLES = {
@@ -55,7 +55,7 @@ def test_missing_passage_is_a_clear_error(tmp_path):
 
 
 def test_missing_passages_can_go_to_a_fallback(tmp_path):
-    from hipporag.openie.spacy_extractor import SpacyExtractor
+    from hipporag.index.openie.spacy_extractor import SpacyExtractor
 
     ex = ImportedExtractor(str(v2_file(tmp_path, CORPUS[:2])), missing="extract", fallback=SpacyExtractor())
     results, _ = run_openie(CORPUS, ex, tmp_path / "cache")
@@ -76,8 +76,8 @@ def test_bad_files(tmp_path):
 
 
 def test_a_non_utf8_openie_file_is_named_with_its_byte_offset(tmp_path):
-    from hipporag.errors import UserError
-    from hipporag.openie.imported import OpenIEImportError, read_openie_file
+    from hipporag.core.errors import UserError
+    from hipporag.index.openie.imported import OpenIEImportError, read_openie_file
 
     path = tmp_path / "openie_results_ner_x.json"
     path.write_bytes('{"docs": [{"passage": "Caf\xe9"}]}'.encode("latin-1"))

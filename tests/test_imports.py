@@ -67,6 +67,30 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_has_no_cycle():
     graph = import_graph()
-    assert len(graph) > 20 and graph["hipporag.experiment"]  # the parse sees the package
+    assert len(graph) > 20 and graph["hipporag.run.experiment"]  # the parse sees the package
     cycle = find_cycle(graph)
     assert cycle is None, " -> ".join(cycle)
+
+
+# The subpackages in the order data flows; a module may import its own subpackage and the ones before it,
+# never one after it. The top-level modules (the commands and the run entry) sit above all of them.
+LAYERS = ("core", "cache", "data", "llm", "index", "retrieval", "eval", "run", "paper")
+
+
+def layer_of(module: str) -> int:
+    """The layer of `hipporag.<layer>.<...>`; the package itself and its top-level modules are above all."""
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else len(LAYERS)
+
+
+def test_every_module_lives_in_a_subpackage_of_the_layers_or_is_a_command():
+    top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
+    assert top == ["entry", "prepare_datasets", "report", "reproduce"], top  # run.py's body and the commands
+    assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()) == sorted(LAYERS)
+
+
+def test_imports_go_down_the_layers_only():
+    graph = import_graph()
+    wrong = sorted(f"{a} imports {b}" for a, targets in graph.items() for b in targets
+                   if b != "hipporag" and layer_of(b) > layer_of(a))
+    assert not wrong, "\n".join(wrong)

@@ -2,20 +2,24 @@
 
 import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-
 from openai_server import start
 
-from hipporag.data import Query
-from hipporag.llm import CachedLLM, TransformersChatLLM
-from hipporag.llm_openai import OpenAIChatLLM
-from hipporag.openie import run_openie
-from hipporag.openie.llm_extractor import LLMExtractor
-from hipporag.qa import read
-from hipporag.recognition import load_dspy_prompt, parse_fact_list, recognition_filter, snap_to_candidates
+from hipporag.data.dataset import Query
+from hipporag.index.openie import run_openie
+from hipporag.index.openie.llm_extractor import LLMExtractor
+from hipporag.llm.cached import CachedLLM
+from hipporag.llm.openai_chat import OpenAIChatLLM
+from hipporag.llm.reader import read
+from hipporag.llm.transformers_chat import TransformersChatLLM
+from hipporag.retrieval.recognition import (
+    load_dspy_prompt,
+    parse_fact_list,
+    recognition_filter,
+    snap_to_candidates,
+)
 
 pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
@@ -37,7 +41,7 @@ def client(base_url, tmp_path, **kw):
     return CachedLLM(OpenAIChatLLM(model="smollm2", base_url=base_url, max_retries=kw.pop("max_retries", 3), **kw), tmp_path)
 
 
-def test_openai_client_end_to_end_with_cache(server, tmp_path):
+def test_openai_client_end_to_end_with_cache(server, tmp_path, settings):
     base_url, models = server
     llm = client(base_url, tmp_path)
     extractor = LLMExtractor(llm, max_new_tokens=64)
@@ -52,10 +56,10 @@ def test_openai_client_end_to_end_with_cache(server, tmp_path):
     queries = [Query(id="q1", question="Where was the founder of Alder Glassworks born?", gold_answers=["Saltmarsh"])]
     candidates = [[("alder glassworks", "founded by", "ilse varga"), ("ilse varga", "born in", "saltmarsh"),
                    ("saltmarsh", "is", "market town")]]
-    params = {"linking_top_k": 5, "filter_max_new_tokens": 64}
-    [kept] = recognition_filter("llm", queries, candidates, llm, params)
+    s = settings("filter_max_new_tokens=64")
+    [kept] = recognition_filter("llm", queries, candidates, llm, s.knobs)
     assert kept.error or set(kept.facts) <= set(candidates[0])
-    raw, answers, errors = read(llm, queries, [PASSAGES[:2]], _reader_cfg(), stage="reader")
+    raw, answers, errors = read(llm, queries, [PASSAGES[:2]], s.reader, stage="reader")
     assert errors == [None]
     assert isinstance(answers[0], str) and raw[0]
     assert models.requests == after_openie + 2
@@ -65,16 +69,10 @@ def test_openai_client_end_to_end_with_cache(server, tmp_path):
     # the same requests again: all from the cache, the server sees nothing
     llm2 = client(base_url, tmp_path)
     run_openie(PASSAGES, LLMExtractor(llm2, max_new_tokens=64), tmp_path / "other-openie-cache")
-    recognition_filter("llm", queries, candidates, llm2, params)
-    read(llm2, queries, [PASSAGES[:2]], _reader_cfg(), stage="reader")
+    recognition_filter("llm", queries, candidates, llm2, s.knobs)
+    read(llm2, queries, [PASSAGES[:2]], s.reader, stage="reader")
     assert models.requests == after_openie + 2
     assert all(u.cache_hits == u.calls for u in llm2.usage.values())
-
-
-def _reader_cfg():
-    from omegaconf import OmegaConf
-
-    return OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "reader" / "default.yaml")
 
 
 def test_transient_errors_are_retried(server, tmp_path):
@@ -101,8 +99,8 @@ def test_persistent_failure_is_counted_and_not_cached(server, tmp_path):
 
 
 def test_unreachable_or_refusing_endpoints_stop_before_any_request(server, tmp_path, monkeypatch):
-    from hipporag.embed import OpenAIEmbedder
-    from hipporag.errors import EndpointUnreachableError, LLMUnreachableError
+    from hipporag.core.errors import EndpointUnreachableError, LLMUnreachableError
+    from hipporag.index.embed import OpenAIEmbedder
 
     base_url, models = server
     dead = client("http://127.0.0.1:9/v1", tmp_path, max_retries=0)
@@ -126,7 +124,7 @@ def test_unreachable_or_refusing_endpoints_stop_before_any_request(server, tmp_p
 
 def test_openai_embedder_honours_base_url(server):
     base_url, _ = server
-    from hipporag.embed import OpenAIEmbedder, SentenceTransformerEmbedder
+    from hipporag.index.embed import OpenAIEmbedder, SentenceTransformerEmbedder
 
     remote = OpenAIEmbedder(model="all-MiniLM-L6-v2", base_url=base_url, batch_size=2)
     local = SentenceTransformerEmbedder(device="cpu")
@@ -154,7 +152,7 @@ def test_transformers_backend_on_the_gguf_model():
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (optional extra [vllm], needs a GPU)")
 def test_vllm_backend():  # pragma: no cover - runs only where vLLM is installed
-    from hipporag.llm_vllm import VLLMChatLLM
+    from hipporag.llm.vllm_chat import VLLMChatLLM
 
     llm = VLLMChatLLM(model="HuggingFaceTB/SmolLM2-135M-Instruct", gpu_memory_utilization=0.3)
     [g] = llm.generate([[{"role": "user", "content": "Say hi."}]], max_new_tokens=8)
@@ -164,7 +162,7 @@ def test_vllm_backend():  # pragma: no cover - runs only where vLLM is installed
 def test_vllm_missing_is_a_clear_error():
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed")
-    from hipporag.llm_vllm import VLLMChatLLM
+    from hipporag.llm.vllm_chat import VLLMChatLLM
 
     with pytest.raises(RuntimeError, match=r"pip install 'hipporag-harness\[vllm\]'"):
         VLLMChatLLM(model="x")

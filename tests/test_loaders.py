@@ -3,9 +3,10 @@
 import json
 
 import pytest
-from omegaconf import OmegaConf
 
-from hipporag.data import DatasetError, load_dataset, load_files
+from hipporag.core.errors import DatasetError
+from hipporag.data.formats import load_files
+from hipporag.data.sources import load_dataset
 
 CORPUS = [{"title": "T", "text": "x"}]
 
@@ -64,9 +65,10 @@ def test_malformed_original_record_names_record(tmp_path):
         load(tmp_path, [ORIGINAL, bad], name="2wiki")
 
 
-def test_missing_data_dir_says_where_it_looked(tmp_path, monkeypatch):
+def test_missing_data_dir_says_where_it_looked(tmp_path, monkeypatch, settings):
     monkeypatch.setenv("HIPPORAG_DATA_DIR", str(tmp_path / "nope"))
-    cfg = OmegaConf.create({"source": "data_dir", "name": "m", "data_dir": None, "questions": "m/q.json", "corpus": "m/c.json"})
+    cfg = settings("dataset=musique_train", "dataset.name=m", "dataset.questions=m/q.json",
+                   "dataset.corpus=m/c.json").dataset
     with pytest.raises(DatasetError, match=r"nope \(from \$HIPPORAG_DATA_DIR\) does not exist"):
         load_dataset(cfg)
     monkeypatch.setenv("HIPPORAG_DATA_DIR", str(tmp_path))
@@ -79,12 +81,12 @@ def test_missing_data_dir_says_where_it_looked(tmp_path, monkeypatch):
     assert ds.name == "m" and len(ds.queries) == 1 and ds.passage_texts() == ["T\nx"]
 
 
-def test_hub_offline_fails_clearly(monkeypatch, tmp_path):
+def test_hub_offline_fails_clearly(monkeypatch, tmp_path, settings):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))  # nothing cached
     import huggingface_hub.constants as hc
 
     monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
-    cfg = OmegaConf.create({"source": "hub", "name": "musique", "repo_id": "osunlp/HippoRAG_2", "hub_name": "musique"})
+    cfg = settings("dataset=hub", "dataset.hub_name=musique").dataset
     with pytest.raises(DatasetError, match=r"could not fetch musique.json from the Hugging Face dataset osunlp/HippoRAG_2.*dataset=files"):
         load_dataset(cfg)

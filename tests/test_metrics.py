@@ -1,6 +1,6 @@
 import pytest
 
-from hipporag import metrics as M
+from hipporag.eval import metrics as M
 
 
 def test_normalize_answer_squad_rules():

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from hipporag.openie.parse import parse_entities, parse_triples
+from hipporag.index.openie.parse import parse_entities, parse_triples
 
 GOOD_TRIPLES = {"triples": [["Ada Brenn", "born in", "Marlow"], ["Marlow", "lies on", "River Elm"]]}
 EXPECTED = [["Ada Brenn", "born in", "Marlow"], ["Marlow", "lies on", "River Elm"]]

@@ -4,7 +4,7 @@ import igraph as ig
 import numpy as np
 import pytest
 
-from hipporag.ppr import personalized_pagerank
+from hipporag.retrieval.ppr import personalized_pagerank
 
 
 def power_iteration(g: ig.Graph, reset: np.ndarray, damping: float, iters: int = 500) -> np.ndarray:
@@ -86,7 +86,7 @@ def test_batched_engine_matches_igraph_prpack(directed_graph, directed_walk, dam
 
 
 def test_batched_engine_blocks_and_precisions_agree(graph):
-    from hipporag.ppr import batched_ppr, transition_for
+    from hipporag.retrieval.ppr import batched_ppr, transition_for
 
     rng = np.random.default_rng(1)
     resets = rng.random((9, 7))
@@ -129,7 +129,7 @@ def exact_ppr(g: ig.Graph, resets: np.ndarray, damping: float, directed: bool) -
 @pytest.mark.parametrize("damping", [0.3, 0.5, 0.7, 0.85])
 def test_stopping_rule_certifies_the_l1_error(directed, damping):
     """Every query's L1 distance to the exact solution is within the engine's target, float32 or not."""
-    from hipporag import ppr
+    from hipporag.retrieval import ppr
 
     rng = np.random.default_rng(11)
     g = random_graph(rng, 2000, 6000, directed)

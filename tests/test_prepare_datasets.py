@@ -14,12 +14,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 
-from cli import ROOT, run_cli
-
-from hipporag.data import demo_data_dir, load_dataset
-from hipporag.prepare_datasets import RELEASE_NAMES, release_name
+from hipporag.data.prepare import RELEASE_NAMES, release_name
+from hipporag.data.sources import demo_data_dir, load_dataset
 
 pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 

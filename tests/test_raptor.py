@@ -8,29 +8,36 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
-
-from hipporag.data import Query, load_dataset
-from hipporag.embed import EmbeddingCache, build_embedder
-from hipporag.experiment import reader_contexts
-from hipporag.index import build_index
-from hipporag.llm import CachedLLM, build_llm
-from hipporag.llm_openai import OpenAIChatLLM
-from hipporag.methods import RetrievalContext, get_method
-from hipporag.methods.raptor import (SUMMARY_TITLE, Tree, ancestor_table, build_tree, load_or_build_tree, passage_ranking,
-                                     tree_identity)
-from hipporag.openie import build_extractor
-from hipporag.ranking_cache import load_rankings, save_rankings
-
 from cli import run_cli
 from openai_server import start
+
+from hipporag.data.dataset import Query
+from hipporag.data.sources import load_dataset
+from hipporag.index.build import build_index
+from hipporag.index.embed import EmbeddingCache, build_embedder
+from hipporag.index.openie import build_extractor
+from hipporag.core.registry import options_dict
+from hipporag.llm.backends import build_llm
+from hipporag.llm.cached import CachedLLM
+from hipporag.llm.openai_chat import OpenAIChatLLM
+from hipporag.llm.reader import reader_contexts
+from hipporag.retrieval.methods import RetrievalContext, get_method
+from hipporag.retrieval.methods.raptor import (
+    SUMMARY_TITLE,
+    Tree,
+    ancestor_table,
+    build_tree,
+    load_or_build_tree,
+    passage_ranking,
+    tree_identity,
+)
+from hipporag.retrieval.ranking_cache import load_rankings, save_rankings
 
 pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 OPTIONS = {"max_new_tokens": 32}  # short summaries keep SmolLM2 on CPU quick; every other option is the default
-PARAMS = {"synonymy_threshold": 0.8, "synonymy_topk": 2047, "synonymy_edges": True, "directed": False, "qa_top_k": 5}
 
 # Four clearly distinct topics, four passages each.
 TOPICS = {
@@ -74,22 +81,22 @@ def cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def models():
-    embedder = build_embedder(OmegaConf.load(CONF / "embedder" / "minilm.yaml"))
-    extractor = build_extractor(OmegaConf.load(CONF / "extractor" / "spacy.yaml"), None)
-    return embedder, extractor
+def models(settings):
+    """MiniLM, spaCy and the default knobs, as `python run.py` configures them."""
+    s = settings()
+    return build_embedder(s.embedder), build_extractor(s.extractor, None), s.knobs
 
 
 @pytest.fixture(scope="module")
-def llm(cache):
+def llm(cache, settings):
     """SmolLM2 through the project's config, loaded once for the module (one batch holds a level's prompts)."""
-    return build_llm(OmegaConf.merge(OmegaConf.load(CONF / "llm" / "smollm2.yaml"), {"batch_size": 16}), cache)
+    return build_llm(settings("llm.batch_size=16").llm, cache)
 
 
 def context(passages, models, cache, llm, cache_dir=None):
-    embedder, extractor = models
-    index, _ = build_index(passages, extractor, embedder, PARAMS, cache)
-    return RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), params=PARAMS, llm=llm,
+    embedder, extractor, knobs = models
+    index, _ = build_index(passages, extractor, embedder, knobs, cache)
+    return RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), knobs=knobs, llm=llm,
                             cache_dir=cache_dir)
 
 
@@ -182,10 +189,10 @@ def test_llm_errors_fall_back_to_extractive_summaries_and_are_counted(tiny, fail
 
 
 @pytest.fixture(scope="module")
-def demo(models, cache, llm):
-    dataset = load_dataset(OmegaConf.load(CONF / "dataset" / "demo.yaml"))
+def demo(models, cache, llm, settings):
+    dataset = load_dataset(settings().dataset)
     ctx = context(dataset.passage_texts(), models, cache, llm, cache_dir=cache)
-    method = get_method("raptor", {**OmegaConf.to_container(OmegaConf.load(CONF / "method" / "raptor.yaml")), **OPTIONS})
+    method = get_method("raptor", settings("method=raptor", "method.max_new_tokens=32").method)
     return dataset, ctx, method, method.retrieve(ctx, dataset.queries)
 
 
@@ -230,11 +237,11 @@ def test_a_deeper_tree_nests_and_ranks_by_the_leaf_rule(demo, failing_llm):
         assert o.tolist() == reference_walk(row, leaves, n) and np.all(np.diff(sc) <= 0)
 
 
-def test_the_cached_tree_is_loaded_without_the_llm(demo, models, cache, tmp_path):
+def test_the_cached_tree_is_loaded_without_the_llm(demo, models, cache, tmp_path, settings):
     dataset, ctx, method, rankings = demo
     assert len(list((cache / "raptor").glob("*/tree.json"))) == 1
-    fresh_llm = build_llm(OmegaConf.load(CONF / "llm" / "smollm2.yaml"), cache)
-    ctx2 = RetrievalContext(index=ctx.index, embeddings=EmbeddingCache(models[0], cache), params=ctx.params,
+    fresh_llm = build_llm(settings().llm, cache)
+    ctx2 = RetrievalContext(index=ctx.index, embeddings=EmbeddingCache(models[0], cache), knobs=ctx.knobs,
                             llm=fresh_llm, cache_dir=cache)
     again = get_method("raptor", method.options)
     rankings2 = again.retrieve(ctx2, dataset.queries)
@@ -244,7 +251,7 @@ def test_the_cached_tree_is_loaded_without_the_llm(demo, models, cache, tmp_path
     for a, b in zip(rankings, rankings2):
         assert np.array_equal(a.order, b.order) and a.contexts == b.contexts
     # another seed is another tree; the ranking cache keeps the reader's node texts
-    other = get_method("raptor", {**method.options, "seed": 1}).options
+    other = method.options.__class__(**{**options_dict(method.options), "seed": 1})
     assert tree_identity(ctx.index.passages, models[0], fresh_llm, other) != \
         tree_identity(ctx.index.passages, models[0], fresh_llm, method.options)
     save_rankings(tmp_path, "k", rankings)

@@ -1,48 +1,69 @@
-"""A method is declared once, in its module: the settings check, the ranking cache, the paper comparison and
-`get_method` all read that declaration."""
+"""A part is declared once, beside its code: its name, its typed options (defaults in its YAML file only), and
+for methods what their ranking depends on. The settings check, the factories, the ranking cache and the paper
+comparison all read that declaration."""
+
+import dataclasses
+from dataclasses import dataclass
 
 import pytest
 from omegaconf import OmegaConf
 
-from hipporag.errors import SettingError
-from hipporag.methods import METHODS, get_method, register_method
-from hipporag.ranking_cache import ranking_key
-from hipporag.reproduce import ablation_knobs
-from hipporag.rules import integer
-from hipporag.settings import check_settings
-from test_settings import config
+from hipporag.core.errors import SettingError
+from hipporag.core.paths import CONF_DIR, group_config
+from hipporag.core.registry import Configured, Registry, option
+from hipporag.core.rules import integer, text
+from hipporag.paper.compare import ablation_knobs
+from hipporag.retrieval.methods import METHODS, get_method, register_method
+from hipporag.retrieval.ranking_cache import ranking_key
+from hipporag.run.settings import REGISTRIES, compose, load_settings
+
+
+@dataclass(frozen=True)
+class ToyOptions:
+    depth: int = option(integer(1))
 
 
 @pytest.fixture
-def toy_method():
-    @register_method("toy", cache_knobs=("method_options", "damping"), options={"depth": integer(1)},
+def toy_method(tmp_path, monkeypatch):
+    @register_method("toy", cache_knobs=("method_options", "damping"), options=ToyOptions,
                      setting_fields=("retriever", "llm"), llm_role="toy LLM", ablation_knobs=("passage_nodes",))
     class Toy:
-        def __init__(self, options=None):
+        def __init__(self, options):
             self.options = options
 
         def retrieve(self, ctx, queries):
             return []
 
+    # its defaults come from its YAML file only: conf/method/toy.yaml, here read from a temporary folder
+    (tmp_path / "method").mkdir()
+    (tmp_path / "method" / "toy.yaml").write_text("name: toy\ndepth: 2\n")
+    shipped = lambda group, name: (OmegaConf.to_container(OmegaConf.load(tmp_path / group / f"{name}.yaml"))
+                                   if name == "toy" else group_config(group, name))
+    monkeypatch.setattr("hipporag.retrieval.methods.registry.group_config", shipped)
     yield Toy
-    del METHODS["toy"]
+    METHODS.remove("toy")
 
 
 def test_a_registered_method_is_known_everywhere(toy_method):
-    cfg = config()
+    cfg = compose()
     cfg.method = OmegaConf.create({"name": "toy", "depth": 2})
-    check_settings(cfg)
-    built = get_method("toy", {"depth": 2})
-    assert isinstance(built, toy_method) and built.options == {"depth": 2} and built.name == "toy"
-    key = lambda **p: ranking_key("index", "toy", {"method_options": {"depth": 2}, "damping": 0.5, **p}, ["q"])
+    assert load_settings(cfg).method.options == ToyOptions(depth=2)
+    built = get_method("toy")
+    assert isinstance(built, toy_method) and built.options == ToyOptions(depth=2) and built.name == "toy"
+    assert get_method("toy", {"depth": 5}).options.depth == 5
+    key = lambda **p: ranking_key("index", "toy", {"method_options": {"name": "toy", "depth": 2}, "damping": 0.5, **p},
+                                  ["q"])
     assert key() != key(damping=0.7) and key() == key(passage_node_weight=0.3)
     assert ablation_knobs("toy") == ("passage_nodes",)
     cfg.method.depth = 0
     with pytest.raises(SettingError, match=r"method.depth=0 is not allowed: expected an integer >= 1"):
-        check_settings(cfg)
+        load_settings(cfg)
     cfg.method = OmegaConf.create({"name": "toy", "dept": 2})
     with pytest.raises(SettingError, match=r"method.dept is not an option of method toy \(its options: depth\)"):
-        check_settings(cfg)
+        load_settings(cfg)
+    cfg.method = OmegaConf.create({"name": "toy"})
+    with pytest.raises(SettingError, match=r"method.depth is missing from the config of method toy"):
+        load_settings(cfg)
 
 
 def test_a_name_is_registered_once_and_llm_knobs_need_a_rule(toy_method):
@@ -53,42 +74,49 @@ def test_a_name_is_registered_once_and_llm_knobs_need_a_rule(toy_method):
     assert "toy2" not in METHODS
 
 
-def test_the_shipped_methods_are_registered_with_their_yaml_options():
-    for name, spec in METHODS.items():
-        yaml_keys = set(config(f"method={name}").method) - {"name"}
-        assert yaml_keys == set(spec.options), name  # each YAML option has a rule, each rule a default
+def _declared(configured: Configured) -> set[str]:
+    return {f.name for f in dataclasses.fields(configured.part.options)} if configured.part.options else set()
 
 
-def _registries():
-    from hipporag.data import DATASET_SOURCES
-    from hipporag.embed import EMBEDDERS
-    from hipporag.llm import LLM_BACKENDS
-    from hipporag.openie import EXTRACTORS
-    from hipporag.tracking import TRACKERS
+@pytest.mark.parametrize("group", sorted(REGISTRIES))
+def test_every_shipped_yaml_sets_exactly_the_options_its_part_declares(group):
+    """Defaults live in the YAML only: each file of conf/<group>/ sets every declared option and nothing else
+    (the check itself would refuse the extra key or the missing one; here each file is read as shipped)."""
+    registry = REGISTRIES[group]
+    for path in sorted((CONF_DIR / group).glob("*.yaml")):
+        shipped = group_config(group, path.stem)
+        configured = registry.configure(shipped)
+        assert set(shipped) - {registry.selector} == _declared(configured), path.name
 
-    return {"dataset": (DATASET_SOURCES, "source"), "extractor": (EXTRACTORS, "name"), "embedder": (EMBEDDERS, "backend"),
-            "llm": (LLM_BACKENDS, "backend"), "tracker": (TRACKERS, "name")}
 
-
-@pytest.mark.parametrize("group", ["dataset", "extractor", "embedder", "llm", "tracker"])
+@pytest.mark.parametrize("group", sorted(REGISTRIES))
 def test_every_registered_part_is_shipped_as_a_config_and_every_config_names_one(group):
-    from test_settings import CONF
-
-    registry, key = _registries()[group]
-    used = {config(f"{group}={p.stem}")[group][key] for p in (CONF / group).glob("*.yaml")}
+    registry = REGISTRIES[group]
+    used = {group_config(group, p.stem)[registry.selector] for p in (CONF_DIR / group).glob("*.yaml")}
     assert used == set(registry.names()), group
 
 
-def test_an_unknown_part_is_refused_naming_the_knob_and_the_choices():
-    from hipporag.registry import Registry
+def test_code_keeps_no_defaults_the_options_are_all_required():
+    """A default in an options dataclass would be a second place for it: every option field has none."""
+    for registry in REGISTRIES.values():
+        for name, part in registry.items():
+            for f in dataclasses.fields(part.options or ToyOptions):
+                assert f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, (name, f.name)
 
-    parts = Registry("widget", "widget.name")
-    parts.register("a")(lambda: 1)
+
+def test_an_unknown_part_is_refused_naming_the_knob_and_the_choices():
+    @dataclass(frozen=True)
+    class WidgetOptions:
+        colour: str = option(text())
+
+    parts = Registry("widget", group="widget", selector="name")
+    parts.register("a", options=WidgetOptions)(lambda o: o.colour)
     with pytest.raises(SettingError, match=r"widget.name='b' is not allowed: expected one of a"):
-        parts.build("b")
+        parts.build({"name": "b"})
+    assert parts.build({"name": "a", "colour": "red"}) == "red"
     with pytest.raises(ValueError, match="registered twice"):
-        parts.register("a")(lambda: 2)
-    cfg = config()
+        parts.register("a")(lambda o: 2)
+    cfg = compose()
     cfg.dataset.source = "ftp"
     with pytest.raises(SettingError, match=r"dataset.source='ftp' is not allowed: expected one of demo, data_dir, files, hub"):
-        check_settings(cfg)
+        load_settings(cfg)

@@ -10,12 +10,17 @@ import json
 from pathlib import Path
 
 import pytest
+from cli import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 
-from cli import ROOT, run_cli
-
-from hipporag.paper_numbers import TABLES, PaperNumbersError, load_all, load_file, load_table
-from hipporag.reproduce import classify_ablation
+from hipporag.paper.compare import classify_ablation
+from hipporag.paper.numbers import (
+    TABLES,
+    PaperNumbersError,
+    load_all,
+    load_file,
+    load_table,
+)
 
 pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 

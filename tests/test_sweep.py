@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from cli import ROOT, run_cli
 from wandb_records import read_run
 

@@ -1,0 +1,43 @@
+"""Content addresses and checksums: what names a cache entry, and what proves it is intact.
+
+`stable_key` turns an identity dict into a short key (key order does not matter); the digests cover
+whole files, length-prefixed byte strings and single store entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from hipporag.core.textnorm import text_hash
+
+
+def stable_key(identity: dict, length: int = 16) -> str:
+    """Short content address of an identity dict (key order does not matter)."""
+    return text_hash(json.dumps(identity, sort_keys=True, default=str))[:length]
+
+
+# ------------------------------------------------------------------------------------ checksums
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
+    """Hex digest of a file's bytes, read in 1 MiB blocks (files can be larger than memory allows)."""
+    h = hashlib.new(algorithm)
+    with Path(path).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def bytes_digest(*parts: bytes, algorithm: str = "sha256") -> str:
+    """Hex digest of byte strings, each prefixed with its length (so that parts cannot shift)."""
+    h = hashlib.new(algorithm)
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()
+
+
+def value_checksum(key: str, value: bytes | str) -> str:
+    """Short checksum of one store entry: catches a value changed or moved inside the file."""
+    data = value.encode() if isinstance(value, str) else bytes(value)
+    return hashlib.blake2b(key.encode() + b"\x00" + data, digest_size=8).hexdigest()

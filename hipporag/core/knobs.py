@@ -1,0 +1,85 @@
+"""The top-level knobs of `conf/config.yaml`, typed once: each one's type, rule and class, in one place.
+
+A knob's class says what it changes:
+- `index`: the graph (part of the index identity: each value gets its own cached graph);
+- `query`: only retrieval, reading or scoring, never the index (a sweep over it reuses one index; which
+  of them a method's ranking depends on is that method's registry entry, `cache_knobs`);
+- `run`: what the run does (which baseline, whether to read, where the cache is), not how a method ranks.
+Corpus, extractor and embedder enter the index through their own identities.
+
+The values live in `conf/config.yaml` only (no defaults here); `Knobs.from_config` checks them (one
+`SettingError` line naming the knob) and the stages receive the typed object. Adding a knob: its
+default in conf/config.yaml and a field here; `tests/test_settings.py` fails for one without the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from hipporag.core.registry import parse_options
+from hipporag.core.rules import Rule, boolean, choice, device_name, existing_file, integer, number, text
+
+INDEX, QUERY, RUN = "index", "query", "run"
+
+
+def knob(kind: str, rule: Rule):
+    return field(metadata={"kind": kind, "rule": rule, "part": None})
+
+
+@dataclass(frozen=True)
+class Knobs:
+    # -- what the run does
+    baseline: str | None = knob(RUN, text(optional=True))  # a method name: checked against the registry
+    read: bool = knob(RUN, boolean())
+    cache_dir: str = knob(RUN, text())
+    # -- retrieval (official defaults in conf/config.yaml)
+    damping: float = knob(QUERY, number(0, 1, hi_open=True))
+    passage_node_weight: float = knob(QUERY, number(0))
+    linking_top_k: int = knob(QUERY, integer(1))
+    linking_tie_break: str = knob(QUERY, choice("first", "last"))
+    retrieval_top_k: int = knob(QUERY, integer(1))
+    qa_top_k: int = knob(QUERY, integer(1))
+    ppr_engine: str = knob(QUERY, choice("batched", "igraph"))
+    ppr_device: str = knob(QUERY, device_name())
+    # -- the index
+    synonymy_threshold: float = knob(INDEX, number(-1, 1))
+    synonymy_topk: int = knob(INDEX, integer(1))
+    synonymy_edges: bool = knob(INDEX, boolean())
+    directed: bool = knob(INDEX, boolean())  # stored directed (passage -> entity one way) and walked so
+    # -- ablation switches
+    filter: str = knob(QUERY, choice("none", "llm"))
+    passage_nodes: bool = knob(QUERY, boolean())
+    node_specificity: bool = knob(QUERY, boolean())
+    linking: str = knob(QUERY, choice("query_to_triple", "query_to_node", "ner_to_node"))
+    # -- LLM error policy and the recognition filter
+    fail_on_llm_error: bool = knob(QUERY, boolean())
+    max_llm_error_rate: float = knob(QUERY, number(0, 1))
+    filter_snap_cutoff: float = knob(QUERY, number(0, 1))
+    filter_prompt: str | None = knob(QUERY, existing_file())
+    filter_max_new_tokens: int = knob(QUERY, integer(1))
+
+    @classmethod
+    def from_config(cls, cfg: Mapping, groups: tuple[str, ...] = ()) -> Knobs:
+        """The knobs of a composed config (its config groups, `groups`, and `hydra` are left aside); an
+        unknown top-level key is refused, as a typo would otherwise be ignored."""
+        values = {k: cfg[k] for k in cfg if k not in groups and k != "hydra"}
+        return parse_options(cls, values, "", "conf/config.yaml")
+
+    def values(self, kind: str | None = None) -> dict:
+        """{knob: value}, all of them or those of one class."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if kind in (None, f.metadata["kind"])}
+
+    def replace(self, **changes) -> Knobs:
+        return dataclasses.replace(self, **changes)
+
+
+def _names(kind: str) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(Knobs) if f.metadata["kind"] == kind)
+
+
+INDEX_KNOBS = _names(INDEX)
+QUERY_KNOBS = _names(QUERY)
+RUN_KNOBS = _names(RUN)
+RULES: dict[str, Rule] = {f.name: f.metadata["rule"] for f in dataclasses.fields(Knobs)}

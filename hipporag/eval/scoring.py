@@ -1,0 +1,43 @@
+"""Per-query records of a method (top passages, recall@k, EM, F1, fallbacks, seeds) and their means."""
+
+from __future__ import annotations
+
+from hipporag.core.textnorm import passage_id
+from hipporag.eval import metrics as M
+
+
+def score_method(name: str, queries, index, rankings, answers, raw, retrieval_top_k: int,
+                 reader_errors=None) -> tuple[dict, list[dict]]:
+    """Per-query records and their means. Recall is averaged over queries that have gold passages;
+    EM/F1 are absent when reading was skipped (`read=false`)."""
+    records = []
+    read_done = answers is not None
+    answers = answers if read_done else [None] * len(queries)
+    raw = raw if read_done else [None] * len(queries)
+    reader_errors = reader_errors or [None] * len(queries)
+    for q, r, ans, resp, read_error in zip(queries, rankings, answers, raw, reader_errors):
+        top = [index.passages[i] for i in r.order[:retrieval_top_k]]
+        rec = {
+            "method": name, "query_id": q.id, "question": q.question, "gold_answers": list(q.gold_answers),
+            "gold_passage_ids": [passage_id(g) for g in q.gold_passages],
+            "top_passage_ids": [passage_id(p) for p in top],
+            "top_scores": [float(s) for s in r.scores[:retrieval_top_k]],
+            "answer": ans, "response": resp,
+            "em": M.exact_match(ans, q.gold_answers) if read_done else None,
+            "f1": M.f1_score(ans, q.gold_answers) if read_done else None,
+            "fallback": bool(r.diagnostics.get("fallback", False)),
+            "filter_error": r.diagnostics.get("filter_error"), "reader_error": read_error,
+            "seeds": r.diagnostics.get("seeds", []), "facts": r.diagnostics.get("facts", []),
+            "tie_at_cut": bool(r.diagnostics.get("tie_at_cut", False)),
+        }
+        rec.update(M.recall_dict(q.gold_passages, top) if q.has_gold else {f"recall@{k}": None for k in M.RECALL_KS})
+        records.append(rec)
+    summary = {}
+    for key in [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]:
+        values = [r[key] for r in records if r[key] is not None]
+        summary[key] = M.mean(values) if values else None
+    summary.update(n_queries=len(records), fallbacks=sum(r["fallback"] for r in records),
+                   ties_at_linking_cut=sum(r["tie_at_cut"] for r in records),
+                   filter_errors=sum(1 for r in records if r["filter_error"]),
+                   reader_errors=sum(1 for r in records if r["reader_error"]))
+    return summary, records

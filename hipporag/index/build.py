@@ -1,0 +1,174 @@
+"""The index: OpenIE -> embeddings -> graph, each stage content-addressed and cached.
+
+The graph is keyed by (corpus hash, OpenIE identity, embedder identity, graph parameters): every
+retrieval knob (damping, passage_node_weight, linking_top_k, filter, ...) reuses it, and a sweep
+never rebuilds it. Concurrent jobs take a file lock: one builds, the others wait and load.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import igraph as ig
+import numpy as np
+from filelock import FileLock, Timeout
+
+from hipporag.cache.files import atomic_write_json, read_json
+from hipporag.cache.folders import load_or_build_folder
+from hipporag.cache.keys import stable_key
+from hipporag.core import failpoints
+from hipporag.core.knobs import INDEX, Knobs
+from hipporag.core.textnorm import text_hash
+from hipporag.index.embed import EmbeddingCache
+from hipporag.index.graph import build_graph, prepare_graph_inputs
+from hipporag.index.openie import Extractor, OpenIEStats, run_openie, valid_triples
+from hipporag.index.synonymy import SynonymyStore
+
+log = logging.getLogger(__name__)
+
+
+
+@dataclass
+class Index:
+    key: str
+    passages: list[str]
+    entities: list[str]
+    facts: list[tuple[str, str, str]]
+    graph: ig.Graph
+    passage_vecs: np.ndarray
+    entity_vecs: np.ndarray
+    fact_vecs: np.ndarray
+    entity_passage_count: np.ndarray
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def n_entities(self) -> int:
+        return len(self.entities)
+
+    def passage_node(self, p: int) -> int:
+        return self.n_entities + p
+
+
+@dataclass
+class IndexReport:
+    key: str = ""
+    graph_cached: bool = False
+    openie: OpenIEStats | None = None
+    embedding_hits: int = 0
+    embedding_misses: int = 0
+    synonymy: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+
+def corpus_hash(passages: list[str]) -> str:
+    return text_hash("\x00".join(passages))
+
+
+def index_identity(passages, extractor: Extractor, embedder, knobs: Knobs) -> dict:
+    return {
+        "corpus": corpus_hash(passages),
+        "openie": extractor.identity,
+        "embedder": embedder.identity,
+        "graph": knobs.values(INDEX),
+    }
+
+
+def build_index(passages: list[str], extractor: Extractor, embedder, knobs: Knobs,
+                cache_dir: Path) -> tuple[Index, IndexReport]:
+    """Build (or load) the index. Concurrent jobs asking for the same index serialise on a file lock:
+    the first builds every stage, the others wait and then find everything in the cache."""
+    cache_dir = Path(cache_dir)
+    identity = index_identity(passages, extractor, embedder, knobs)
+    key = stable_key(identity)
+    lock_path = cache_dir / "locks" / f"index-{key}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("Index %s is being built by another job; waiting for it", key)
+        t0 = time.perf_counter()
+        lock.acquire()
+        if (cache_dir / "graph" / key).exists():
+            log.info("Index %s: waited %.1f s, loading it from the cache", key, time.perf_counter() - t0)
+        else:  # the builder died (or was killed): its committed OpenIE and embeddings are reused
+            log.warning("Index %s: waited %.1f s, but the job building it stopped before finishing; "
+                        "taking over its work here", key, time.perf_counter() - t0)
+    try:
+        return _build_index_locked(passages, extractor, embedder, knobs, cache_dir, identity, key)
+    finally:
+        lock.release()
+
+
+def load_or_build_graph(graph_dir: Path, identity: dict, build) -> tuple[ig.Graph, dict, bool]:
+    """(graph, stats, loaded from the cache?). `build(tmp)` writes graph.pickle, stats.json and manifest.json;
+    a damaged folder is reported, removed and built again (cache.load_or_build_folder)."""
+    files, cached = load_or_build_folder(graph_dir, build, {"graph.pickle": lambda p: ig.Graph.Read_Pickle(str(p)),
+                                                             "stats.json": read_json}, identity)
+    return files["graph.pickle"], files["stats.json"], cached
+
+
+def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: Path, identity: dict, key: str):
+    report = IndexReport()
+    t0 = time.perf_counter()
+    extractions, report.openie = run_openie(passages, extractor, cache_dir)
+    report.timings["openie_s"] = time.perf_counter() - t0
+    if report.openie.errors:
+        log.warning("OpenIE failed on %d passages, e.g. %s", report.openie.errors, report.openie.error_examples)
+
+    inputs = prepare_graph_inputs([valid_triples(e.triples) for e in extractions])
+    embed = EmbeddingCache(embedder, cache_dir)
+    t0 = time.perf_counter()
+    passage_vecs = embed.embed(passages, what="passages")
+    entity_vecs = embed.embed(inputs.entities, what="entities")
+    fact_vecs = embed.embed([str(f) for f in inputs.facts], what="facts")
+    report.timings["embed_s"] = time.perf_counter() - t0
+    report.embedding_hits, report.embedding_misses = embed.hits, embed.misses
+
+    report.key = key
+    t0 = time.perf_counter()
+
+    def make_graph() -> tuple[ig.Graph, dict]:
+        synonymy = None
+        if knobs.synonymy_edges and inputs.entities:
+            t_syn = time.perf_counter()
+            store = SynonymyStore(cache_dir, embedder.identity, knobs.synonymy_threshold)
+            synonymy = store.pairs(inputs.entities, lambda texts: embed.embed(texts, what="entities"),
+                                   knobs.synonymy_topk)
+            report.timings["synonymy_s"] = time.perf_counter() - t_syn
+            report.synonymy = dict(store.last_stats)
+            store.close()
+        graph, stats = build_graph(passages, inputs, synonymy, directed=knobs.directed)
+        return graph, asdict(stats)
+
+    def build(tmp: Path) -> None:
+        graph, stats = make_graph()
+        graph.write_pickle(str(tmp / "graph.pickle"))
+        atomic_write_json(tmp / "stats.json", stats)
+        atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time()})
+        failpoints.hit("graph.written")
+
+    if report.openie.failed_requests:  # a graph missing those passages' triples is never cached as good
+        log.warning("Graph %s: built for this run only, not cached: OpenIE failed for %d passages (LLM errors); "
+                    "a rerun extracts them again", key, report.openie.failed_requests)
+        graph, stats = make_graph()
+    else:
+        graph, stats, report.graph_cached = load_or_build_graph(cache_dir / "graph" / key, identity, build)
+    report.timings["graph_s"] = time.perf_counter() - t0
+    log.info("Graph %s: %s (%d nodes, %d edges)", key, "loaded from cache" if report.graph_cached else "built",
+             graph.vcount(), graph.ecount())
+
+    ent_index = {e: i for i, e in enumerate(inputs.entities)}
+    counts = np.zeros(len(inputs.entities), dtype=np.float64)
+    for ents in inputs.chunk_entities:
+        for e in ents:
+            counts[ent_index[e]] += 1
+    index = Index(
+        key=key, passages=passages, entities=inputs.entities, facts=inputs.facts, graph=graph,
+        passage_vecs=passage_vecs, entity_vecs=entity_vecs, fact_vecs=fact_vecs,
+        entity_passage_count=counts, stats=stats,
+    )
+    return index, report

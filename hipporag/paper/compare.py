@@ -1,0 +1,343 @@
+"""Our sweep beside the paper's table: the paper's number next to ours, the delta, and what differs.
+
+    python -m hipporag.reproduce outputs/multirun/<date>/<time> [--table NAME] [--paper-dataset NAME]
+                                 [--write FILE] [--paper-numbers DIR]
+
+Why: a number is only comparable with the paper's once the reader sees which paper row it stands for and
+how the setting differs (embedder, OpenIE, LLM, how much of the dataset). The paper table is found from
+the sweep's `+experiment=NAME` (experiments/*.yaml) or `--table`; rows are matched by method, ablation or
+knob value (the table says which) and by dataset; the published numbers come from
+reproduce/paper_numbers/ (see `hipporag.paper_numbers`). `--write FILE` puts the result in a marked block
+of a markdown file (replaced on the next run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from hipporag.core.paths import CONF_DIR
+from hipporag.paper.numbers import (
+    DATASET_LABELS,
+    PAPER_SETS,
+    PAPERS,
+    TABLES,
+    PaperNumbersError,
+    Table,
+    dataset_description,
+    find_table,
+    load_table,
+    numbers_dir,
+    paper_dataset,
+)
+from hipporag.retrieval.methods import METHODS
+from hipporag.run.blocks import upsert_block
+from hipporag.run.sweep_report import collect, job_overrides
+
+
+def ablation_knobs(method: str) -> tuple[str, ...]:
+    """The switches that define an ablation of `method` (its registry entry; conf/ablation/*.yaml set them)."""
+    spec = METHODS.get(method)
+    return spec.ablation_knobs if spec else ()
+
+
+class ReproduceError(ValueError):
+    """A sweep that cannot be compared with a paper table; the message says why and what to pass."""
+
+
+@dataclass
+class OurRow:
+    job: str
+    method: str
+    is_baseline: bool
+    key: str | None
+    dataset: str
+    n_queries: int | None
+    n_passages: int | None
+    metrics: dict
+    setting: dict = field(default_factory=dict)
+    switches: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        if self.is_baseline:
+            return f"{self.method} (baseline)"
+        if self.key is None and self.switches:
+            return f"{self.method} / " + ", ".join(f"{k}={v}" for k, v in self.switches.items())
+        if self.key is None or self.key == self.method:
+            return self.method
+        return f"{self.method} / {self.key}"
+
+
+def _yaml(path: Path) -> dict:
+    if not path.is_file():
+        raise ReproduceError(f"{path}: missing (every job folder of a sweep has one)")
+    return yaml.safe_load(path.read_text()) or {}
+
+
+@functools.lru_cache(maxsize=1)
+def _ablation_definitions() -> tuple[dict, dict]:
+    """(defaults of the ablation switches, {ablation name: its switches}) from conf/config.yaml and conf/ablation/
+    of the checkout; empty without one (rows are then labelled by their switches, not by an ablation name)."""
+    config = CONF_DIR / "config.yaml"
+    defaults = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
+    switches = {k: defaults[k] for k in ablation_knobs("hipporag2") if k in defaults}
+    ablations = {p.stem: yaml.safe_load(p.read_text()) or {} for p in sorted((CONF_DIR / "ablation").glob("*.yaml"))}
+    return switches, ablations
+
+
+def classify_ablation(method: str, cfg: dict) -> str | None:
+    """The conf/ablation/NAME whose switches (over the defaults) equal this job's, for the method's relevant
+    switches; None when no single ablation matches (e.g. two switches changed at once)."""
+    relevant = ablation_knobs(method)
+    if not relevant:
+        return None
+    defaults, ablations = _ablation_definitions()
+    ours = {k: cfg.get(k) for k in relevant}
+    matches = []
+    for name, spec in ablations.items():
+        if name != "full" and not set(spec) <= set(relevant):
+            continue  # an ablation of switches this method does not have
+        target = {k: spec.get(k, defaults.get(k)) for k in relevant}
+        if target == ours:
+            matches.append(name)
+    return matches[0] if len(matches) == 1 else None
+
+
+def _changed_switches(method: str, cfg: dict) -> dict:
+    """The method's ablation switches that differ from the defaults (and `filter` for hipporag2, always)."""
+    defaults, _ = _ablation_definitions()
+    return {k: cfg.get(k) for k in ablation_knobs(method)
+            if cfg.get(k) != defaults.get(k) or (method == "hipporag2" and k == "filter")}
+
+
+def _model_name(value) -> str:
+    return Path(str(value)).name if value else ""
+
+
+def our_setting(method: str, cfg: dict) -> dict:
+    """What our job used, in the terms of the paper tables' setting columns."""
+    emb = cfg.get("embedder") or {}
+    retriever = "BM25" if method == "bm25" else (_model_name(emb.get("path")) or str(emb.get("model", "?")))
+    ext = cfg.get("extractor") or {}
+    llm = (cfg.get("llm") or {}).get("model", "?")
+    extractor = {"spacy": f"spaCy {ext.get('model', '')} (no LLM)".replace("  ", " "),
+                 "imported": f"imported {_model_name(ext.get('path'))}",
+                 "llm": str(llm)}.get(ext.get("name"), str(ext.get("name", "?")))
+    if method == "hipporag2":
+        llm_used = str(llm) if cfg.get("filter") == "llm" else "none"
+    elif method == "hipporag":
+        llm_used = str(llm) if (cfg.get("method") or {}).get("ner") == "llm" else "none (spaCy query NER)"
+    elif method == "raptor":
+        llm_used = str(llm)
+    else:
+        llm_used = ""
+    return {"retriever": retriever, "extractor": extractor, "llm": llm_used}
+
+
+def _norm(name: str) -> str:
+    """Model names compared without organisation prefix, case or punctuation: nvidia/NV-Embed-v2 == NV-Embed-v2."""
+    return re.sub(r"[^a-z0-9]", "", str(name).split("/")[-1].lower())
+
+
+def load_rows(sweep_dir: Path, table: Table) -> list[OurRow]:
+    """One OurRow per (job, method) of the sweep, keyed as the paper table keys its rows."""
+    frame, _ = collect(sweep_dir)
+    rows = []
+    for _, r in frame.iterrows():
+        job_dir = sweep_dir / str(r.job)
+        cfg = _yaml(job_dir / "resolved_config.yaml")
+        metrics = json.loads((job_dir / "metrics.json").read_text())
+        method = str(r.method)
+        if table.by == "method":
+            key = method
+        elif table.by == "ablation":
+            key = job_overrides(job_dir).get("ablation") if not r.is_baseline else None
+            key = key or (classify_ablation(method, cfg) if not r.is_baseline else None)
+        else:
+            key = None if r.is_baseline else str(cfg.get(table.knob))
+        m = metrics["methods"].get(method, {})
+        rows.append(OurRow(
+            job=str(r.job), method=method, is_baseline=bool(r.is_baseline), key=key,
+            dataset=str(metrics.get("dataset") or (cfg.get("dataset") or {}).get("name")),
+            n_queries=m.get("n_queries", metrics.get("n_queries")), n_passages=(metrics.get("index") or {}).get("passages"),
+            metrics={k: m.get(k) for k in ("recall@2", "recall@5")}, setting=our_setting(method, cfg),
+            switches=_changed_switches(method, cfg)))
+    # A baseline row repeats in every job; keep it once, and only when no job ran that method itself.
+    own = {(row.method, row.dataset) for row in rows if not row.is_baseline}
+    seen, kept = set(), []
+    for row in rows:
+        ident = (row.method, row.dataset, row.key)
+        if row.is_baseline and ((row.method, row.dataset) in own or ident in seen):
+            continue
+        seen.add(ident)
+        kept.append(row)
+    return kept
+
+
+def experiment_name(sweep_dir: Path) -> str | None:
+    """The experiment preset of the sweep (+experiment=NAME), if every job names the same one."""
+    names = {job_overrides(p.parent).get("experiment") for p in sweep_dir.glob("*/metrics.json")}
+    names.discard(None)
+    if len(names) > 1:
+        raise ReproduceError(f"{sweep_dir}: jobs name different experiments ({', '.join(sorted(names))}); pass --table")
+    return names.pop() if names else None
+
+
+def match_paper_row(row: OurRow, table: Table, paper_rows: list[dict], dataset: str) -> tuple[str | None, dict]:
+    """(paper row name, {metric: paper record}) for one of our rows; (None, {}) when the table has none.
+    Several paper rows for one method (e.g. dense with different retrievers): the one with our retriever,
+    else the one marked primary."""
+    pool = [p for p in paper_rows if p["method"] == row.method and p["dataset"] == dataset]
+    if table.by == "ablation":
+        pool = [p for p in pool if p["ablation"] == row.key]
+    elif table.by == "knob":
+        try:
+            value = float(row.key)
+        except (TypeError, ValueError):
+            return None, {}
+        pool = [p for p in pool if p["knob"] == table.knob and float(p["knob_value"]) == value]
+    names = list(dict.fromkeys(p["paper_row"] for p in pool))
+    if not names:
+        return None, {}
+    if len(names) > 1:
+        same = [n for n in names if any(p["paper_row"] == n and _norm(p["retriever"]) == _norm(row.setting["retriever"])
+                                        for p in pool)]
+        primary = [n for n in names if any(p["paper_row"] == n and p["primary"] == "yes" for p in pool)]
+        names = same or primary or names
+    name = names[0]
+    return name, {p["metric"]: p for p in pool if p["paper_row"] == name}
+
+
+def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table) -> list[str]:
+    out = []
+    spec = METHODS.get(row.method)
+    for fld in spec.setting_fields if spec else ("retriever",):
+        theirs, ours = paper.get(fld, ""), row.setting.get(fld, "")
+        if not theirs or _norm(theirs) == _norm(ours):
+            continue
+        if fld == "extractor" and ours.startswith("imported ") and _norm(theirs) in _norm(ours):
+            continue  # the paper's own LLM's OpenIE, imported (e.g. openie_results_ner_gpt-3.5-turbo-1106.json)
+        label = {"retriever": "retriever", "extractor": "OpenIE", "llm": (spec.llm_role if spec else None) or "LLM"}[fld]
+        out.append(f"{label} {ours} vs {theirs}")
+    if table.by == "ablation" and row.switches:
+        out.append("ours: " + ", ".join(f"{k}={v}" for k, v in row.switches.items()))
+    if paper.get("notes"):
+        out.append(f"paper: {paper['notes']}")
+    sets = PAPER_SETS[table.paper].get(dataset)
+    theirs = f"{sets[0]:,} questions, {sets[1]:,} passages" if sets else "size not recorded"
+    ours = ", ".join(x for x in (f"{row.n_queries:,} questions" if row.n_queries else "",
+                                 f"{row.n_passages:,} passages" if row.n_passages else "") if x)
+    out.append(f"data: {row.dataset} ({ours}; {note}) vs the paper's {DATASET_LABELS.get(dataset, dataset)} ({theirs})")
+    return out
+
+
+def _difference_lines(matched: list[tuple[str, list[str]]]) -> list[str]:
+    """One line for what all matched rows share, then one line per group of rows with the same remaining
+    differences."""
+    if not matched:
+        return ["- (no row of the sweep has a counterpart in the paper's table)"]
+    common = [d for d in matched[0][1] if all(d in diffs for _, diffs in matched)] if len(matched) > 1 else []
+    lines = [f"- all rows: {'; '.join(common)}"] if common else []
+    groups: dict[tuple, list[str]] = {}
+    for label, diffs in matched:
+        groups.setdefault(tuple(d for d in diffs if d not in common), []).append(label)
+    for rest, labels in groups.items():
+        lines.append(f"- {'; '.join(labels)}: " + ("; ".join(rest) if rest else
+                                                   ("no further difference" if common else "same setting as the paper")))
+    return lines
+
+
+def _pct(value) -> str:
+    return "—" if value is None else f"{100 * value:.2f}"
+
+
+def compare(sweep_dir: Path, table_name: str | None = None, paper_dataset_name: str | None = None,
+            numbers: str | Path | None = None) -> str:
+    """The markdown comparison of a sweep folder with its paper table."""
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.is_dir():
+        raise ReproduceError(f"{sweep_dir}: not a folder (give the sweep folder of `python run.py -m ...`)")
+    name = table_name or experiment_name(sweep_dir)
+    if not name:
+        raise ReproduceError(f"{sweep_dir}: the sweep was not run with +experiment=NAME, so its paper table is "
+                             f"unknown; pass --table NAME")
+    if not table_name and name not in TABLES:
+        raise ReproduceError(f"{sweep_dir}: its experiment {name!r} does not reproduce a paper table (those are "
+                             f"{', '.join(sorted(TABLES))}); pass --table NAME to compare it with one anyway")
+    table = find_table(name)
+    paper_rows = load_table(table, numbers)
+    source = numbers_dir(numbers) / f"{table.file_stem}.csv"
+    metrics = list(dict.fromkeys(p["metric"] for p in paper_rows))
+    rows = load_rows(sweep_dir, table)
+    if paper_dataset_name and paper_dataset_name not in PAPER_SETS[table.paper]:
+        raise ReproduceError(f"--paper-dataset {paper_dataset_name!r} is not a dataset of {PAPERS[table.paper]} "
+                             f"{table.title} (known: {', '.join(PAPER_SETS[table.paper])})")
+
+    header = ["job", "ours", "dataset", "paper row"]
+    for m in metrics:
+        header += [f"{m} ours", f"{m} paper", f"Δ {m}"]
+    lines = [f"## Ours vs {PAPERS[table.paper]}, {table.title}", "",
+             f"Sweep `{sweep_dir}` (table `{name}`); paper numbers from `{source.name}` "
+             f"(sources in reproduce/paper_numbers/SOURCE.md). Values in %, Δ = ours − paper in points.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    matched: list[tuple[str, list[str]]] = []
+    unmatched = []
+    for row in rows:
+        if paper_dataset_name:
+            dataset, note = paper_dataset_name, f"{dataset_description(row.dataset)}; compared by --paper-dataset"
+        else:
+            dataset, note = paper_dataset(row.dataset)
+        paper_name, by_metric = match_paper_row(row, table, paper_rows, dataset) if dataset else (None, {})
+        ds_cell = f"{row.dataset} → {DATASET_LABELS[dataset]}" if dataset else row.dataset
+        cells = [row.job, row.label, ds_cell, paper_name or "—"]
+        for m in metrics:
+            ours, theirs = row.metrics.get(m), by_metric.get(m, {}).get("value")
+            delta = "—" if ours is None or theirs is None else f"{100 * ours - theirs:+.2f}"
+            cells += [_pct(ours), "—" if theirs is None else f"{theirs:.1f}", delta]
+        lines.append("| " + " | ".join(cells) + " |")
+        if paper_name:
+            any_record = next(iter(by_metric.values()))
+            matched.append((f"job {row.job} {row.label} ↔ {paper_name}", _differences(row, any_record, dataset, note, table)))
+        else:
+            why = (f"{note}; pass --paper-dataset NAME to compare anyway" if not dataset
+                   else f"no row for {row.label} on {DATASET_LABELS[dataset]} in this table")
+            unmatched.append(f"job {row.job} {row.label}: {why}")
+    lines += ["", "Setting differences (ours vs paper):"]
+    lines += _difference_lines(matched)
+    if unmatched:
+        lines += ["", "Without a paper counterpart:"] + [f"- {u}" for u in unmatched]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hipporag.reproduce",
+                                 description="Print a sweep's numbers beside the paper table it reproduces.")
+    ap.add_argument("sweep_dir", type=Path, help="the sweep folder of `python run.py -m +experiment=NAME ...`")
+    ap.add_argument("--table", help="paper table, when the sweep was not run with +experiment=NAME "
+                                    "(table3_methods, table4_ablations, table5_passage_node_weight, v1_table2, v1_table5)")
+    ap.add_argument("--paper-dataset", help="compare with this paper dataset whatever ours is "
+                                            "(musique, 2wikimultihopqa, hotpotqa, nq, popqa), e.g. for the demo corpus")
+    ap.add_argument("--write", type=Path, metavar="FILE", help="also put the table in a marked block of this markdown file")
+    ap.add_argument("--block", help="name of the marked block (default: the table name)")
+    ap.add_argument("--paper-numbers", type=Path, metavar="DIR", help="folder of the paper-number CSVs "
+                                                                      "(default: reproduce/paper_numbers of the checkout)")
+    args = ap.parse_args(argv)
+    try:
+        text = compare(args.sweep_dir, args.table, args.paper_dataset, args.paper_numbers)
+    except (ReproduceError, PaperNumbersError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(text)
+    if args.write:
+        block = args.block or args.table or experiment_name(args.sweep_dir)
+        done = upsert_block(args.write, f"<!-- reproduce:{block}:start -->", f"<!-- reproduce:{block}:end -->", text)
+        print(f"\n({done} block `{block}` in {args.write})", file=sys.stderr)
+    return 0

@@ -1,0 +1,117 @@
+"""HippoRAG (v1): query entities linked to graph entities, PPR over the entity graph, passages scored by
+the PPR mass of the entities they contain (the v1 paper's formulation).
+
+Per query: named entities of the question (`ner=spacy`: spaCy's entities, else proper-noun chunks, offline; or
+`ner=llm`: the configured LLM with the OpenIE NER prompt); each is embedded with the embedder's
+ner_to_node instruction and linked to its most similar entity node; a linked node's seed is
+1 / (number of passages containing it) with `node_specificity`, else 1; PPR with `damping` over the
+entity-only graph (fact and synonymy edges, no passage nodes); passage score = sum over its entities
+of their PPR mass. A question with no linkable entity falls back to dense retrieval, counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from hipporag.core.registry import option
+from hipporag.core.rules import choice
+from hipporag.data.dataset import Query
+from hipporag.retrieval.methods.base import Ranking, RetrievalContext, rank_desc
+from hipporag.retrieval.methods.dense import dense_scores
+from hipporag.retrieval.methods.query_ner import (
+    llm_query_entities,
+    spacy_query_entities,
+)
+from hipporag.retrieval.methods.registry import register_method
+from hipporag.retrieval.ppr import personalized_pagerank
+
+
+
+@dataclass(frozen=True)
+class HippoRAGv1Options:
+    ner: str = option(choice("spacy", "llm"))  # question entities: spaCy offline, or the llm= backend
+
+
+def _entity_structures(index):
+    """(entity-only graph, passage × entity incidence), built once per graph."""
+    g = index.graph
+    cached = getattr(g, "_hipporag_v1", None)
+    if cached is None:
+        n_ent = index.n_entities
+        entity_graph = g.induced_subgraph(range(n_ent))
+        edges = np.asarray(g.get_edgelist(), dtype=np.int64).reshape(-1, 2)
+        lo, hi = edges.min(axis=1), edges.max(axis=1)
+        passage_edge = (lo < n_ent) & (hi >= n_ent)  # passage-entity edges; the rest join two entities
+        incidence = sp.csr_matrix((np.ones(int(passage_edge.sum())), (hi[passage_edge] - n_ent, lo[passage_edge])),
+                                  shape=(len(index.passages), n_ent))
+        incidence.data[:] = 1.0  # an entity counts once per passage
+        cached = (entity_graph, incidence)
+        g._hipporag_v1 = cached
+    return cached
+
+
+@register_method(
+    "hipporag",
+    cache_knobs=("damping", "node_specificity", "ppr_engine", "ppr_device", "method_options", "llm",
+                 "query_instructions"),
+    uses_llm=lambda values: (values.get("method_options") or {}).get("ner") == "llm",
+    options=HippoRAGv1Options,
+    setting_fields=("retriever", "extractor", "llm"), llm_role="query NER",
+    ablation_knobs=("node_specificity", "synonymy_edges"),
+)
+class HippoRAGv1Retriever:
+
+    def __init__(self, options: HippoRAGv1Options):
+        self.options = options
+
+    def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
+        p, index = ctx.knobs, ctx.index
+        questions = [q.question for q in queries]
+        mode = self.options.ner
+        if mode == "spacy":
+            entities = spacy_query_entities(questions)
+        elif mode == "llm":
+            entities = llm_query_entities(questions, ctx.llm)
+        else:
+            raise ValueError(f"hipporag ner={mode!r} is not known (spacy, llm)")
+        dense = dense_scores(ctx, queries)
+        entity_graph, incidence = _entity_structures(index)
+        n_ent = index.n_entities
+        resets = np.zeros((len(queries), n_ent))
+        diags = []
+        flat = sorted({e for ents in entities for e in ents})
+        links = {}
+        if flat and n_ent:
+            prefix = ctx.embeddings.embedder.query_prefix("ner_to_node")
+            vecs = ctx.embeddings.embed(flat, prefix=prefix, what="query entities (ner_to_node)")
+            sims = vecs @ index.entity_vecs.T
+            best = sims.argmax(axis=1)
+            links = {e: (int(j), float(sims[i, j])) for i, (e, j) in enumerate(zip(flat, best))}
+        for qi, ents in enumerate(entities):
+            seeds = []
+            for e in ents:
+                if e not in links:
+                    continue
+                node, score = links[e]
+                count = index.entity_passage_count[node]
+                weight = 1.0 / count if p.node_specificity and count > 0 else 1.0
+                resets[qi, node] = weight
+                seeds.append([e, index.entities[node], round(score, 4), round(weight, 6)])
+            diags.append({"query_entities": ents, "seeds": seeds, "fallback": not seeds})
+        rows = [qi for qi, d in enumerate(diags) if not d["fallback"]]
+        out = []
+        passage_scores = {}
+        if rows:
+            ppr = personalized_pagerank(entity_graph, resets[rows], damping=p.damping, engine=p.ppr_engine,
+                                        device=p.ppr_device)
+            passage_scores = dict(zip(rows, (incidence @ ppr.T).T))
+        for qi, diag in enumerate(diags):
+            if diag["fallback"]:
+                diag["fallback_reason"] = "no query entity linked"
+            row = passage_scores[qi] if qi in passage_scores else dense[qi]
+            order = rank_desc(row)
+            out.append(Ranking(order=order, scores=row[order], diagnostics=diag))
+        return out

@@ -1,0 +1,153 @@
+"""One run, as data flows: dataset -> index -> retrieve -> read -> score -> track.
+
+Each stage is a module with one job; this file only wires them and keeps the record (timings,
+cache hits, counts) that makes every printed number traceable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from hipporag.core import failpoints
+from hipporag.core.registry import Configured
+from hipporag.data.sources import load_dataset
+from hipporag.eval import metrics as M
+from hipporag.eval.scoring import score_method
+from hipporag.eval.uncertainty import add_uncertainty
+from hipporag.index.build import build_index
+from hipporag.index.embed import EmbeddingCache, build_embedder
+from hipporag.index.openie import build_extractor
+from hipporag.llm.backends import build_llm
+from hipporag.llm.reader import read, reader_contexts
+from hipporag.retrieval.methods import RetrievalContext, get_method
+from hipporag.retrieval.ranking_cache import (
+    llm_key,
+    load_rankings,
+    ranking_key,
+    save_rankings,
+)
+from hipporag.run.settings import Settings, load_settings
+from hipporag.run.summary import format_summary, llm_failures
+from hipporag.run.tracking import make_tracker, write_run_files
+
+log = logging.getLogger(__name__)
+
+
+QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock")
+
+
+def key_values(knobs, method: Configured, llm, embedder) -> dict:
+    """What a ranking key may depend on, by name: every knob, the method's options (its config group), the
+    LLM with its decoding, the embedder's query instructions. The method's `cache_knobs` pick from it."""
+    return {**knobs.values(), "method_options": method.as_dict(), "llm": llm_key(llm),
+            "query_instructions": embedder.query_instructions()}
+
+
+def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = None,
+                   settings: Settings | None = None) -> dict:
+    """One run of the composed config `cfg` (its typed, checked form: `settings`, made here when not given)."""
+    failpoints.hit("job.start")
+    t_start = time.perf_counter()
+    for name in QUIET_LOGGERS:  # one line per HTTP request drowns the run log
+        logging.getLogger(name).setLevel(logging.WARNING)
+    settings = settings or load_settings(cfg)
+    knobs = settings.knobs
+    timings: dict[str, float] = {}
+    cache_dir = Path(knobs.cache_dir).expanduser()
+
+    t0 = time.perf_counter()
+    dataset = load_dataset(settings.dataset)
+    passages = dataset.passage_texts()
+    timings["load_s"] = time.perf_counter() - t0
+    log.info("Dataset %s: %d queries, %d passages", dataset.name, len(dataset.queries), len(passages))
+
+    adjusted = []
+    if knobs.qa_top_k > len(passages):
+        adjusted.append(f"qa_top_k={knobs.qa_top_k} is larger than the corpus ({len(passages)} passages): "
+                        f"clipped to {len(passages)}")
+        log.warning(adjusted[-1])
+        knobs = knobs.replace(qa_top_k=len(passages))
+
+    # models load lazily: a fully cached run never loads one
+    llm = build_llm(settings.llm, cache_dir, fail_fast=knobs.fail_on_llm_error)
+    extractor = build_extractor(settings.extractor, llm)
+    embedder = build_embedder(settings.embedder)
+    t0 = time.perf_counter()
+    index, report = build_index(passages, extractor, embedder, knobs, cache_dir)
+    timings["index_s"] = time.perf_counter() - t0
+
+    embeddings = EmbeddingCache(embedder, cache_dir)
+    ctx = RetrievalContext(index=index, embeddings=embeddings, knobs=knobs, llm=llm, cache_dir=cache_dir)
+    queries = dataset.queries
+    all_records: list[dict] = []
+    method_metrics: dict[str, dict] = {}
+    questions = [q.question for q in queries]
+    for method in settings.methods_to_run():
+        name = method.name
+        t0 = time.perf_counter()
+        rkey = ranking_key(index.key, name, key_values(knobs, method, llm, embedder), questions)
+        rankings = load_rankings(cache_dir, rkey) if rkey else None
+        if rankings is not None:
+            log.info("Rankings (%s): loaded from cache", name)
+        else:
+            failed_before = llm.failed_requests()
+            rankings = get_method(name, method).retrieve(ctx, queries)
+            failed = llm.failed_requests() - failed_before
+            if failed:
+                log.warning("Rankings (%s): not cached: %d LLM requests failed while ranking; a rerun asks again",
+                            name, failed)
+            elif rkey:
+                save_rankings(cache_dir, rkey, rankings)
+                failpoints.hit("rankings.saved")
+        t_retrieve = time.perf_counter() - t0
+        contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
+        t0 = time.perf_counter()
+        raw, answers, read_errors = (read(llm, queries, contexts, settings.reader, stage=f"reader/{name}")
+                                     if knobs.read else (None, None, None))
+        t_read = time.perf_counter() - t0
+        summary, records = score_method(name, queries, index, rankings, answers, raw, knobs.retrieval_top_k,
+                                        read_errors)
+        summary.update(retrieve_s=t_retrieve, read_s=t_read)
+        method_metrics[name] = summary
+        all_records.extend(records)
+        timings[f"retrieve_{name}_s"] = t_retrieve
+        timings[f"read_{name}_s"] = t_read
+    add_uncertainty(method_metrics, all_records, settings.method.name, knobs.baseline)
+    timings["total_s"] = time.perf_counter() - t_start
+
+    usage = {stage: vars(u) for stage, u in llm.usage.items()}
+    failures = llm_failures(usage, knobs.max_llm_error_rate)
+    degraded = any(f["above_max"] for f in failures.values())
+    metrics = {
+        "status": "degraded" if degraded else "ok",
+        "llm_failures": failures, "max_llm_error_rate": knobs.max_llm_error_rate,
+        "dataset_checks": {"gold_missing": dataset.gold_missing}, "adjusted": adjusted,
+        "dataset": dataset.name, "n_queries": len(queries), "method": settings.method.name,
+        "baseline": knobs.baseline, "methods": method_metrics,
+        "bootstrap": {"resamples": M.BOOTSTRAP_RESAMPLES, "seed": M.BOOTSTRAP_SEED, "level": 0.95},
+        "index": {"key": report.key, "graph_cached": report.graph_cached, "passages": len(passages),
+                  "entities": len(index.entities), "facts": len(index.facts),
+                  "nodes": index.graph.vcount(), "edges": index.graph.ecount(), **index.stats},
+        "openie": {**vars(report.openie), **({"import": extractor.report} if hasattr(extractor, "report") else {})},
+        "cache": {"embedding_hits": report.embedding_hits + embeddings.hits,
+                  "embedding_misses": report.embedding_misses + embeddings.misses},
+        "llm_usage": usage,
+        "timings": {**report.timings, **timings},
+    }
+    resolved = OmegaConf.to_yaml(cfg, resolve=True)
+    write_run_files(run_dir, metrics, all_records, resolved)
+    tracker = make_tracker(settings.tracker, run_dir, OmegaConf.to_container(cfg, resolve=True), sweep_group,
+                           settings.method.name)
+    if tracker is not None:
+        tracker.log_results(metrics, all_records)
+        tracker.finish()
+    print(format_summary(metrics))
+    print(f"outputs: {run_dir}")
+    if degraded:
+        log.error("run degraded: %s", "; ".join(f"{s}: {f['failed']}/{f['calls']} LLM calls failed"
+                                                for s, f in failures.items() if f["above_max"]))
+    return metrics

@@ -1,0 +1,86 @@
+"""A run's whole configuration, typed and checked once at start-up, before any work: `Settings`.
+
+A bad value (`retrieval_top_k=0`, `damping=1.5`, `filter=maybe`, `embedder.batch_size=0`) stops the run
+within seconds with one line naming the knob, the value and what is allowed, not after the index has
+loaded, and never silently (`linking_top_k=0` once turned HippoRAG 2 into dense retrieval without a
+word). An unknown key of a config group is refused the same way (a typo would otherwise be ignored).
+
+What is checked, and where it is declared:
+- the top-level knobs: `hipporag.core.knobs.Knobs` (type, rule and class of each);
+- each config group: the registry of its kind (`dataset.source`, `method.name`, `extractor.name`,
+  `embedder.backend`, `llm.backend`, `tracker.name` pick the part; the part's options dataclass checks
+  the rest); the reader: `hipporag.llm.reader.ReaderOptions`.
+The stages are handed the typed objects; the composed config itself is kept only for the run's records
+(resolved_config.yaml, the W&B config).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hipporag.core.errors import SettingError
+from hipporag.core.knobs import Knobs
+from hipporag.core.registry import Configured, Registry
+from hipporag.data.sources import DATASET_SOURCES
+from hipporag.index.embed import EMBEDDERS
+from hipporag.index.openie import EXTRACTORS
+from hipporag.llm.backends import LLM_BACKENDS
+from hipporag.llm.reader import ReaderOptions
+from hipporag.retrieval.methods import METHODS, method_options
+from hipporag.run.tracking import TRACKERS
+
+GROUPS = ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker")
+
+# the registry of each config group that picks a part (the reader is one fixed part)
+REGISTRIES: dict[str, Registry] = {"dataset": DATASET_SOURCES, "method": METHODS, "extractor": EXTRACTORS,
+                                   "embedder": EMBEDDERS, "llm": LLM_BACKENDS, "tracker": TRACKERS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    knobs: Knobs
+    dataset: Configured
+    method: Configured
+    baseline: Configured | None  # the baseline method with its own YAML options; None: none, or the method itself
+    extractor: Configured
+    embedder: Configured
+    llm: Configured
+    reader: ReaderOptions
+    tracker: Configured
+
+    def methods_to_run(self) -> list[Configured]:
+        """The method, then the baseline scored on the same queries."""
+        return [self.method] + ([self.baseline] if self.baseline is not None else [])
+
+
+def _baseline(knobs: Knobs, method: Configured) -> Configured | None:
+    if knobs.baseline is None or knobs.baseline == method.name:
+        return None
+    if knobs.baseline not in METHODS:
+        raise SettingError(f"baseline={knobs.baseline!r} is not allowed: expected one of "
+                           f"{', '.join(sorted(METHODS))} or null")
+    return method_options(knobs.baseline)
+
+
+def load_settings(cfg: Mapping) -> Settings:
+    """The typed settings of a composed config; SettingError (one line) for the first bad or unknown value."""
+    missing = [g for g in GROUPS if g not in cfg]
+    if missing:
+        raise SettingError(f"the config has no {missing[0]} group (conf/config.yaml's defaults list names it)")
+    knobs = Knobs.from_config(cfg, GROUPS)
+    parts = {group: registry.configure(cfg[group]) for group, registry in REGISTRIES.items()}
+    return Settings(knobs=knobs, baseline=_baseline(knobs, parts["method"]),
+                    reader=ReaderOptions.from_config(cfg["reader"]), **parts)
+
+
+def compose(*overrides: str):
+    """The config `python run.py OVERRIDES...` would run, composed from conf/ without running it (for
+    scripts, benchmarks and tests; not inside a running Hydra app)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from hipporag.core.paths import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        return hydra_compose("config", overrides=list(overrides))

@@ -1,0 +1,69 @@
+"""The table a user reads at the end of a run, and the run's health in words (degraded, warnings)."""
+
+from __future__ import annotations
+
+SUMMARY_KS = (1, 2, 5, 10)
+
+
+def format_summary(metrics: dict) -> str:
+    """The table a user reads at the end of a run (percentages, like the papers)."""
+    cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1", "fallbacks", "retrieve s", "read s"]
+    pct = lambda v: "-" if v is None else f"{100 * v:.2f}"
+    rows = []
+    for name, m in metrics["methods"].items():
+        rows.append([name] + [pct(m[f"recall@{k}"]) for k in SUMMARY_KS]
+                    + [pct(m["em"]), pct(m["f1"]), str(m["fallbacks"]),
+                       f"{m['retrieve_s']:.2f}", f"{m['read_s']:.2f}"])
+    widths = [max(len(x) for x in col) for col in zip(["method"] + cols, *rows)]
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    out = [line(["method"] + cols), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    t = metrics["timings"]
+    idx = metrics["index"]
+    for name, m in metrics["methods"].items():
+        vs = m.get("vs_baseline")
+        if vs:
+            parts = [f"Δ{key.replace('recall@', 'R@')} {100 * vs[key]['delta']:+.2f} (p={vs[key]['p_value']:.3f})"
+                     for key in ("recall@2", "recall@5", "em", "f1") if key in vs]
+            out.append(f"{name} vs {metrics['baseline']} (paired bootstrap): " + ", ".join(parts))
+    out.append("")
+    out.append(f"dataset {metrics['dataset']}: {metrics['n_queries']} queries, {idx['passages']} passages; "
+               f"graph {idx['nodes']} nodes / {idx['edges']} edges ({'cached' if idx['graph_cached'] else 'built'})")
+    out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t.items()))
+    for stage, u in metrics.get("llm_usage", {}).items():
+        out.append(f"LLM {stage}: {u['calls']} calls ({u['cache_hits']} cached), {u['input_tokens']} in / "
+                   f"{u['output_tokens']} out tokens, {u['seconds']:.1f} s, {u['errors']} failed"
+                   + (f", {u['unusable']} unusable answers" if u.get("unusable") else ""))
+    out.extend(status_lines(metrics))
+    return "\n".join(out)
+
+
+def llm_failures(usage: dict, max_rate: float) -> dict:
+    """Failed requests per stage, their rate, and whether it is above what the run tolerates."""
+    out = {}
+    for stage, u in usage.items():
+        if u["errors"]:
+            rate = u["errors"] / max(u["calls"], 1)
+            out[stage] = {"failed": u["errors"], "calls": u["calls"], "rate": rate, "above_max": rate > max_rate}
+    return out
+
+
+def status_lines(metrics: dict) -> list[str]:
+    """The run's health in words: a degraded run says so, and why, after its table."""
+    lines = []
+    failures = metrics.get("llm_failures", {})
+    max_rate = metrics.get("max_llm_error_rate", 0.0)
+    for stage, f in failures.items():
+        words = (f"{f['failed']} of {f['calls']} LLM calls failed in stage {stage} ({100 * f['rate']:.1f} %, "
+                 f"max_llm_error_rate {100 * max_rate:.1f} %)")
+        lines.append(("DEGRADED: " if f["above_max"] else "warning: ") + words)
+    if metrics.get("status") == "degraded":
+        fell_back = {m: v["fallbacks"] for m, v in metrics["methods"].items() if v.get("filter_errors")}
+        lines.append("DEGRADED: these numbers are not what the configuration claims"
+                     + (f" ({', '.join(f'{m}: {n} queries fell back to dense' for m, n in fell_back.items())})" if fell_back else "")
+                     + ". Nothing made from a failed call was cached: fix the LLM and rerun.")
+    gold = metrics.get("dataset_checks", {}).get("gold_missing") or {}
+    if gold.get("passages"):
+        lines.append(f"warning: {gold['passages']} of {gold['of']} gold passages are not in the corpus; they count as misses")
+    for note in metrics.get("adjusted", []):
+        lines.append(f"warning: {note}")
+    return lines

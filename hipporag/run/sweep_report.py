@@ -1,0 +1,211 @@
+"""The sweep report: one row per job, the dense baseline row, deltas, CIs, plots.
+
+    python -m hipporag.report outputs/multirun/<date>/<time>
+
+Written automatically when a multirun ends (`SweepReportCallback`, registered in conf/config.yaml).
+Files in the sweep folder: `report.md` (also printed), `report.csv`, `plots/<metric>_vs_<knob>.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from hipporag.cache.files import atomic_write_text
+from hipporag.core.errors import EXIT_DEGRADED
+
+log = logging.getLogger(__name__)
+
+HEADLINE = ("recall@2", "recall@5", "recall@10", "em", "f1")
+
+
+def job_overrides(job_dir: Path) -> dict[str, str]:
+    """A job's command-line overrides (.hydra/overrides.yaml) as {key: value}, without Hydra's +/~ prefixes."""
+    path = job_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return {}
+    out = {}
+    for item in yaml.safe_load(path.read_text()) or []:
+        key, _, value = str(item).partition("=")
+        out[key.lstrip("+~")] = value
+    return out
+
+
+def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
+    """One row per (job, method), with the swept knobs as columns; and the names of the swept knobs."""
+    jobs = sorted((p.parent for p in sweep_dir.glob("*/metrics.json")), key=lambda p: (len(p.name), p.name))
+    if not jobs:
+        raise FileNotFoundError(f"{sweep_dir}: no job folder with a metrics.json (is this a sweep directory?)")
+    overrides = {job: job_overrides(job) for job in jobs}
+    keys = sorted({k for o in overrides.values() for k in o})
+    swept = [k for k in keys if len({overrides[j].get(k) for j in jobs}) > 1] or keys
+    swept = [k for k in swept if k != "method"]  # a swept method is the row's own `method` column
+    rows = []
+    for job in jobs:
+        metrics = json.loads((job / "metrics.json").read_text())
+        baseline = metrics.get("baseline")
+        for method, m in metrics["methods"].items():
+            row = {"job": job.name, "method": method, "is_baseline": method == baseline and method != metrics["method"],
+                   "status": metrics.get("status", "ok")}
+            row.update({k: overrides[job].get(k) for k in swept})
+            for key in HEADLINE:
+                row[key] = m.get(key)
+                ci = (m.get("ci") or {}).get(key)
+                row[f"{key}_lo"], row[f"{key}_hi"] = (ci if ci else (None, None))
+                vs = (m.get("vs_baseline") or {}).get(key) or {}
+                row[f"{key}_delta"], row[f"{key}_p"] = vs.get("delta"), vs.get("p_value")
+            rows.append(row)
+    return pd.DataFrame(rows), swept
+
+
+def _fmt(value, lo=None, hi=None) -> str:
+    if value is None or pd.isna(value):
+        return "-"
+    text = f"{100 * value:.2f}"
+    if lo is not None and not pd.isna(lo):
+        text += f" [{100 * lo:.1f}, {100 * hi:.1f}]"
+    return text
+
+
+def to_markdown(frame: pd.DataFrame, swept: list[str]) -> str:
+    """Job rows for the studied method, then one baseline row (identical across jobs when shared)."""
+    jobs = frame[~frame.is_baseline]
+    base = frame[frame.is_baseline]
+    metrics = [k for k in HEADLINE if frame[k].notna().any()]
+    header = ["job", "method", *swept] + [f"{k} [95% CI]" for k in metrics] + [f"Δ{k} (p)" for k in metrics]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for _, r in jobs.iterrows():
+        cells = [r.job, r.method, *[str(r[k]) for k in swept]]
+        cells += [_fmt(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in metrics]
+        cells += ["-" if pd.isna(r[f"{k}_delta"]) else f"{100 * r[f'{k}_delta']:+.2f} ({r[f'{k}_p']:.3f})" for k in metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(base):
+        b = base.iloc[0]
+        same = all(base[k].nunique(dropna=False) <= 1 for k in metrics)
+        cells = ["baseline" if same else "baseline (job 0)", b.method, *["" for _ in swept]]
+        cells += [_fmt(b[k], b[f"{k}_lo"], b[f"{k}_hi"]) for k in metrics] + ["" for _ in metrics]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(frame: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = frame[~frame.is_baseline]
+    base = frame[frame.is_baseline]
+    files = []
+    for knob in swept:
+        try:
+            x = pd.to_numeric(jobs[knob])
+        except (ValueError, TypeError):
+            x = jobs[knob].astype(str)
+        for metric in HEADLINE:
+            if not jobs[metric].notna().any():
+                continue
+            order = x.argsort() if hasattr(x, "argsort") else range(len(x))
+            fig, ax = plt.subplots(figsize=(5, 3.5))
+            xs, ys = list(x.iloc[order]), 100 * jobs[metric].iloc[order]
+            lo, hi = 100 * jobs[f"{metric}_lo"].iloc[order], 100 * jobs[f"{metric}_hi"].iloc[order]
+            ax.plot(xs, ys, marker="o", label=jobs.method.iloc[0])
+            if lo.notna().all():
+                ax.fill_between(xs, lo, hi, alpha=0.2)
+            if len(base) and base[metric].notna().any():
+                ax.axhline(100 * base[metric].iloc[0], color="grey", linestyle="--", label=f"{base.method.iloc[0]} (baseline)")
+            ax.set_xlabel(knob)
+            ax.set_ylabel(f"{metric} (%)")
+            ax.legend()
+            fig.tight_layout()
+            path = out_dir / f"{metric.replace('@', '_at_')}_vs_{knob.replace('.', '_')}.png"
+            fig.savefig(path, dpi=100)
+            plt.close(fig)
+            files.append(path)
+    return files
+
+
+def degraded_jobs(frame: pd.DataFrame) -> list[str]:
+    return sorted(set(frame.loc[frame.status == "degraded", "job"]), key=lambda j: (len(j), j))
+
+
+def write_report(sweep_dir: Path, partial: bool = False) -> str:
+    """report.md, report.csv and (unless `partial`) the plots. A partial report is rewritten after every
+    job, so a sweep that is killed still leaves the report of the jobs it finished, marked as such."""
+    sweep_dir = Path(sweep_dir)
+    return write_collected(sweep_dir, *collect(sweep_dir), partial=partial)
+
+
+def write_collected(sweep_dir: Path, frame: pd.DataFrame, swept: list[str], partial: bool = False) -> str:
+    """`write_report` for jobs already collected."""
+    notes = []
+    if partial:
+        notes.append(f"**partial**: {frame.job.nunique()} jobs finished so far (the sweep is running, or was stopped); "
+                     "the full report is written when it ends")
+    degraded = degraded_jobs(frame)
+    if degraded:
+        notes.append(f"**DEGRADED jobs: {', '.join(degraded)}** — too many LLM calls failed there; their numbers are "
+                     "not what their configuration claims (see each job's metrics.json)")
+    text = (f"# Sweep {sweep_dir.name}\n\n" + "".join(n + "\n\n" for n in notes)
+            + f"swept: {', '.join(swept) or '(nothing)'}\n\n" + to_markdown(frame, swept))
+    atomic_write_text(sweep_dir / "report.md", text + "\n")  # parallel jobs may rewrite it at once
+    atomic_write_text(sweep_dir / "report.csv", frame.to_csv(index=False))
+    plots = [] if partial else plot(frame, swept, sweep_dir / "plots")
+    log.info("Sweep report: %s (%d plots)", sweep_dir / "report.md", len(plots))
+    return text
+
+
+try:
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover - hydra is a dependency
+    Callback = object
+
+
+class SweepReportCallback(Callback):
+    """Hydra callback: write the report when a multirun ends."""
+
+    def on_job_end(self, config, job_return=None, **kwargs) -> None:
+        from hydra.types import RunMode
+
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        try:
+            write_report(Path(config.hydra.sweep.dir), partial=True)
+        except FileNotFoundError:
+            pass  # no job has finished yet
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        """The final report; the sweep exits with code 3 when a job finished degraded."""
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            frame, swept = collect(sweep_dir)
+        except FileNotFoundError as e:
+            log.warning("No sweep report: %s", e)
+            return
+        print(write_collected(sweep_dir, frame, swept))
+        degraded = degraded_jobs(frame)
+        if degraded:
+            print(f"DEGRADED: jobs {', '.join(degraded)} of this sweep finished with too many failed LLM calls")
+            sys.exit(EXIT_DEGRADED)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Write the report of a sweep directory.")
+    ap.add_argument("sweep_dir", type=Path)
+    ap.add_argument("--write", type=Path, metavar="FILE", help="also put the report in a marked block of this markdown file")
+    ap.add_argument("--block", help="name of the marked block (default: the sweep folder's name)")
+    args = ap.parse_args()
+    text = write_report(args.sweep_dir)
+    print(text)
+    if args.write:
+        from hipporag.run.blocks import upsert_block
+
+        block = args.block or args.sweep_dir.name
+        upsert_block(args.write, f"<!-- report:{block}:start -->", f"<!-- report:{block}:end -->", text)

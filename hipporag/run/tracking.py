@@ -1,0 +1,128 @@
+"""Where a run's numbers go: files in the run directory, and Weights & Biases.
+
+W&B is on by default. With no credentials (no WANDB_API_KEY, no netrc entry) it runs offline and
+says so in one line; `tracker=none` turns it off. Secrets never reach the logged config: keys whose
+name looks like a credential are dropped before logging.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import netrc
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from hipporag.core.registry import Configured, Registry, option
+from hipporag.core.rules import choice, text
+
+log = logging.getLogger(__name__)
+
+SECRET_MARKERS = ("api_key", "apikey", "token", "secret", "password")
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def scrub_secrets(flat: dict) -> dict:
+    return {k: v for k, v in flat.items() if not any(m in k.lower() for m in SECRET_MARKERS)}
+
+
+def write_run_files(run_dir: Path, metrics: dict, records: list[dict], resolved_config: str) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "resolved_config.yaml").write_text(resolved_config)
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
+    frame = pd.DataFrame(records)
+    for col in ("seeds", "facts", "candidate_facts"):
+        if col in frame:
+            frame[col] = frame[col].map(json.dumps)
+    frame.to_parquet(run_dir / "per_query.parquet", index=False)
+
+
+def _has_wandb_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (FileNotFoundError, netrc.NetrcParseError, OSError):
+        return False
+
+
+TRACKERS = Registry("tracker", group="tracker", selector="name")
+
+
+@dataclass(frozen=True)
+class WandbOptions:
+    project: str = option(text())
+    entity: str | None = option(text(optional=True))
+    mode: str = option(choice("auto", "online", "offline", "disabled"))  # auto: offline without credentials
+
+
+class WandbTracker:
+    def __init__(self, options: WandbOptions, run_dir: Path, config: dict, group: str | None, job_type: str,
+                 name: str | None = None):
+        import wandb
+
+        mode = os.environ.get("WANDB_MODE") or options.mode
+        if mode == "auto":
+            mode = "online" if _has_wandb_credentials() else "offline"
+            if mode == "offline":
+                print("W&B: no credentials found, logging offline to", run_dir / "wandb",
+                      "(`wandb sync` uploads it later; tracker=none turns W&B off)")
+        self.run = wandb.init(
+            project=options.project, entity=options.entity, group=group,
+            job_type=job_type, name=name, dir=str(run_dir), mode=mode,
+            config=scrub_secrets(flatten(config)), reinit="finish_previous",
+        )
+
+    def log_results(self, metrics: dict, records: list[dict]) -> None:
+        import wandb
+
+        summary = {}
+        for method, values in metrics["methods"].items():
+            flat = flatten({k: ({"lo": v[0], "hi": v[1]} if isinstance(v, list) and len(v) == 2 else v)
+                            for k, v in (values.get("ci") or {}).items()}, "ci/")
+            flat.update(flatten(values.get("vs_baseline") or {}, "vs_baseline/"))
+            flat.update({k: v for k, v in values.items() if k not in ("ci", "vs_baseline")})
+            for k, v in flat.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    summary[f"{method}/{k.replace('.', '/')}"] = v
+        summary["status"] = metrics.get("status", "ok")
+        summary.update({f"timing/{k}": v for k, v in metrics.get("timings", {}).items()})
+        for stage, usage in metrics.get("llm_usage", {}).items():
+            summary.update({f"llm/{stage}/{k}": v for k, v in usage.items()})
+        self.run.summary.update(summary)
+        frame = pd.DataFrame(records)
+        keep = [c for c in frame.columns if c in ("method", "query_id", "question", "answer", "em", "f1", "fallback")
+                or c.startswith("recall@")]
+        self.run.log({"per_query": wandb.Table(dataframe=frame[keep].astype({"question": str, "answer": str}))})
+
+    def finish(self) -> None:
+        self.run.finish()
+
+
+def make_tracker(tracker: Configured | Mapping, run_dir: Path, config: dict, group: str | None, job_type: str):
+    """The `tracker` config group's tracker (or its `Configured` form), or None (`tracker=none`)."""
+    return TRACKERS.build(tracker, run_dir, config, group, job_type)
+
+
+@TRACKERS.register("wandb", options=WandbOptions)
+def _wandb(o: WandbOptions, run_dir: Path, config: dict, group: str | None, job_type: str):
+    return WandbTracker(o, run_dir, config, group, job_type)
+
+
+@TRACKERS.register("none")
+def _no_tracker(*args):
+    return None
