@@ -38,7 +38,9 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sample", type=int, default=1000)
-    ap.add_argument("--cache", type=Path, default=Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache")))
+    ap.add_argument(
+        "--cache", type=Path, default=Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache"))
+    )
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
@@ -80,9 +82,16 @@ def main() -> None:
         store.pairs(full, embed, 2047)
         t_inc = time.perf_counter() - t0
         knn_inc, added = store.last_stats["seconds"], store.last_stats["added"]
-    rows.append(("synonymy KNN, full build", f"{knn_full:.2f} s for {len(full):,} entities ({t_full:.2f} s with list assembly)"))
-    rows.append(("synonymy KNN, +10 % passages", f"{knn_inc:.2f} s for {added:,} new entities vs {len(full):,} "
-                                                  f"({100 * knn_inc / knn_full:.0f} % of the full KNN; {t_inc:.2f} s with list assembly)"))
+    rows.append(
+        ("synonymy KNN, full build", f"{knn_full:.2f} s for {len(full):,} entities ({t_full:.2f} s with list assembly)")
+    )
+    rows.append(
+        (
+            "synonymy KNN, +10 % passages",
+            f"{knn_inc:.2f} s for {added:,} new entities vs {len(full):,} "
+            f"({100 * knn_inc / knn_full:.0f} % of the full KNN; {t_inc:.2f} s with list assembly)",
+        )
+    )
     text = "\n".join(["| what | figure |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows])
     print(text)
     if args.write:

@@ -62,9 +62,15 @@ def bound(result: dict, T: TransitionMatrix, bandwidth_gbs: float) -> dict:
     seconds = total / (bandwidth_gbs * 1e9)
     iterations = [blk["iterations"] for blk in blocks]
     float64_tail = [blk["iterations"] - blk["float32_iterations"] for blk in blocks]
-    return {"bytes": total, "bound_s": seconds, "measured_s": result["batched_cpu_s"],
-            "fraction": seconds / result["batched_cpu_s"], "iterations": iterations, "float64_tail": float64_tail,
-            "block": result["_run"]["block"]}
+    return {
+        "bytes": total,
+        "bound_s": seconds,
+        "measured_s": result["batched_cpu_s"],
+        "fraction": seconds / result["batched_cpu_s"],
+        "iterations": iterations,
+        "float64_tail": float64_tail,
+        "block": result["_run"]["block"],
+    }
 
 
 def peak_rss_gib() -> float:
@@ -83,8 +89,9 @@ def musique_case(data: Path):
 
     cache = Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache"))
     openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
-    settings = load_settings(compose("dataset=musique_train", f"dataset.data_dir={data}", "extractor=imported",
-                                     f"extractor.path={openie}"))  # the official defaults of conf/config.yaml
+    settings = load_settings(
+        compose("dataset=musique_train", f"dataset.data_dir={data}", "extractor=imported", f"extractor.path={openie}")
+    )  # the official defaults of conf/config.yaml
     ds = load_dataset(settings.dataset)
     extractor = build_extractor(settings.extractor)
     embedder = build_embedder(settings.embedder)
@@ -152,7 +159,7 @@ class SyntheticResets:
         for r, q in enumerate(idx):
             rng = np.random.default_rng((self.seed, int(q)))
             out[r, rng.integers(0, self.n_ent, 5)] = rng.uniform(0.05, 1.0, 5) / rng.integers(1, 4, 5)
-            out[r, self.n_ent:] = rng.random(self.n_passages) * 0.05
+            out[r, self.n_ent :] = rng.random(self.n_passages) * 0.05
         return out
 
 
@@ -168,7 +175,9 @@ class DenseResets(SyntheticResets):
 RESET_ROWS_BYTES = 512 << 20  # the dense float64 reset rows that exist at once (1,000 × 1M nodes would be 8 GB)
 
 
-def run_batched(T: TransitionMatrix, resets, passages: np.ndarray, device: str = "cpu") -> tuple[np.ndarray, float, dict]:
+def run_batched(
+    T: TransitionMatrix, resets, passages: np.ndarray, device: str = "cpu"
+) -> tuple[np.ndarray, float, dict]:
     """Passage scores of every query, in blocks; seconds spent inside the engine; engine stats."""
     out = np.empty((len(resets), len(passages)))
     seconds, blocks = 0.0, []
@@ -183,8 +192,9 @@ def run_batched(T: TransitionMatrix, resets, passages: np.ndarray, device: str =
     return out, seconds, {"blocks": blocks, "block": step}
 
 
-def compare(name: str, graph: ig.Graph, resets, n_ent: int, sample: int | None, device: str | None,
-            repeats: int = 1) -> dict:
+def compare(
+    name: str, graph: ig.Graph, resets, n_ent: int, sample: int | None, device: str | None, repeats: int = 1
+) -> dict:
     """Both engines on the same reset vectors; with repeats > 1 each time is the median of that many runs,
     run alternately (igraph, batched, igraph, ...) so that machine noise hits both alike."""
     q = len(resets)
@@ -204,10 +214,21 @@ def compare(name: str, graph: ig.Graph, resets, n_ent: int, sample: int | None, 
         batched_times.append(t_cpu)
     del ref_in
     t_igraph, t_cpu = float(np.median(igraph_times)), float(np.median(batched_times))
-    out = {"case": name, "nodes": graph.vcount(), "edges": graph.ecount(), "queries": q, "repeats": repeats,
-           "igraph_s": t_igraph, "igraph_extrapolated": sample is not None, "igraph_sample": len(rows),
-           "matrix_build_s": t_build, "batched_cpu_s": t_cpu, "speedup_cpu": t_igraph / t_cpu,
-           "igraph_runs_s": igraph_times, "batched_runs_s": batched_times}
+    out = {
+        "case": name,
+        "nodes": graph.vcount(),
+        "edges": graph.ecount(),
+        "queries": q,
+        "repeats": repeats,
+        "igraph_s": t_igraph,
+        "igraph_extrapolated": sample is not None,
+        "igraph_sample": len(rows),
+        "matrix_build_s": t_build,
+        "batched_cpu_s": t_cpu,
+        "speedup_cpu": t_igraph / t_cpu,
+        "igraph_runs_s": igraph_times,
+        "batched_runs_s": batched_times,
+    }
     diff = np.abs(ours[rows] - ref)
     out["max_abs_diff"] = float(diff.max())  # over the passage nodes, which decide the ranking
     top = lambda m: [tuple(np.argsort(-r, kind="stable")[:5]) for r in m]
@@ -233,9 +254,19 @@ def table(results: list[dict]) -> str:
     head += ["max abs Δscore", "identical top-5", "peak RSS (GiB)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in results:
-        ig_s = f"{r['igraph_s']:.2f}" + (f" (extrapolated from {r['igraph_sample']})" if r["igraph_extrapolated"] else "")
-        cells = [r["case"], f"{r['nodes']:,}", f"{r['edges']:,}", f"{r['queries']:,}", str(r["repeats"]), ig_s,
-                 f"{r['batched_cpu_s']:.3f}", f"{r['speedup_cpu']:.1f}×"]
+        ig_s = f"{r['igraph_s']:.2f}" + (
+            f" (extrapolated from {r['igraph_sample']})" if r["igraph_extrapolated"] else ""
+        )
+        cells = [
+            r["case"],
+            f"{r['nodes']:,}",
+            f"{r['edges']:,}",
+            f"{r['queries']:,}",
+            str(r["repeats"]),
+            ig_s,
+            f"{r['batched_cpu_s']:.3f}",
+            f"{r['speedup_cpu']:.1f}×",
+        ]
         if has_gpu:
             cells += [f"{r['batched_gpu_s']:.2f}", f"{r['speedup_gpu']:.1f}×"] if "batched_gpu_s" in r else ["-", "-"]
         cells += [f"{r['max_abs_diff']:.1e}", f"{100 * r['top5_identical']:.0f} %", f"{r['peak_rss_gib']:.2f}"]
@@ -267,23 +298,33 @@ def main() -> None:
         print(table(results), flush=True)
     t0 = time.perf_counter()
     g, resets, n_ent = synthetic_case(args.synthetic_passages, args.synthetic_queries)
-    print(f"synthetic graph built in {time.perf_counter() - t0:.0f} s: {g.vcount():,} nodes "
-          f"({n_ent:,} entities), {g.ecount():,} edges", flush=True)
-    results.append(compare(f"synthetic {args.synthetic_passages:,} passages", g, resets, n_ent, args.igraph_sample, device))
+    print(
+        f"synthetic graph built in {time.perf_counter() - t0:.0f} s: {g.vcount():,} nodes "
+        f"({n_ent:,} entities), {g.ecount():,} edges",
+        flush=True,
+    )
+    results.append(
+        compare(f"synthetic {args.synthetic_passages:,} passages", g, resets, n_ent, args.igraph_sample, device)
+    )
     text = table(results)
     print(text)
     bandwidth = memory_bandwidth_gbs()  # after the cases: its buffers must not count in their peak RSS
     for r in results:
         r["bound"] = bound(r, r.pop("_T"), bandwidth)
         r.pop("_run")
-    bound_lines = [f"Measured copy bandwidth on this machine: {bandwidth:.1f} GB/s (numpy, read + write).", "",
-                   "| case | block | iterations per block (of which float64) | bytes moved (GB) | bound (s) | measured (s) | measured / bound |",
-                   "|---|---|---|---|---|---|---|"]
+    bound_lines = [
+        f"Measured copy bandwidth on this machine: {bandwidth:.1f} GB/s (numpy, read + write).",
+        "",
+        "| case | block | iterations per block (of which float64) | bytes moved (GB) | bound (s) | measured (s) | measured / bound |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         b = r["bound"]
         its, tail = sorted(set(b["iterations"])), sorted(set(b["float64_tail"]))
-        bound_lines.append(f"| {r['case']} | {b['block']} | {its[0]}–{its[-1]} ({tail[0]}–{tail[-1]}) | {b['bytes'] / 1e9:.1f} | "
-                           f"{b['bound_s']:.3f} | {b['measured_s']:.3f} | {1 / b['fraction']:.1f}× |")
+        bound_lines.append(
+            f"| {r['case']} | {b['block']} | {its[0]}–{its[-1]} ({tail[0]}–{tail[-1]}) | {b['bytes'] / 1e9:.1f} | "
+            f"{b['bound_s']:.3f} | {b['measured_s']:.3f} | {1 / b['fraction']:.1f}× |"
+        )
     bound_text = "\n".join(bound_lines)
     print(bound_text)
     if args.json:

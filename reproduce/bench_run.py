@@ -44,9 +44,11 @@ def main() -> None:
             warm.append(timed_run(tmp / f"cache{args.repeats - 1}", tmp / f"warm{i}", extra))
             print(f"warm run {i + 1}: {warm[-1]:.1f} s", flush=True)
     print(f"\npython run.py {' '.join(extra)}".rstrip())
-    print(f"cold median {statistics.median(cold):.1f} s (min {min(cold):.1f}, max {max(cold):.1f}), "
-          f"warm median {statistics.median(warm):.1f} s (min {min(warm):.1f}, max {max(warm):.1f}), "
-          f"warm/cold {statistics.median(warm) / statistics.median(cold):.2f}")
+    print(
+        f"cold median {statistics.median(cold):.1f} s (min {min(cold):.1f}, max {max(cold):.1f}), "
+        f"warm median {statistics.median(warm):.1f} s (min {min(warm):.1f}, max {max(warm):.1f}), "
+        f"warm/cold {statistics.median(warm) / statistics.median(cold):.2f}"
+    )
 
 
 if __name__ == "__main__":

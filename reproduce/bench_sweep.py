@@ -39,8 +39,13 @@ def main() -> None:
     data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
     openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
     env = {**os.environ, "HIPPORAG_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
-    common = ["dataset=musique_train", "extractor=imported", f"extractor.path={openie}", "tracker=none",
-              f"read={'true' if args.read else 'false'}"]
+    common = [
+        "dataset=musique_train",
+        "extractor=imported",
+        f"extractor.path={openie}",
+        "tracker=none",
+        f"read={'true' if args.read else 'false'}",
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         single = timed([*common, f"cache_dir={tmp / 'c1'}", f"hydra.run.dir={tmp / 'single'}"], env)
@@ -50,12 +55,16 @@ def main() -> None:
         print(f"cold sweep (3 jobs): {cold_sweep:.1f} s", flush=True)
         warm_sweep = timed([*sweep_args, f"hydra.sweep.dir={tmp / 's2'}"], env)
         builds = sum(": built (" in (tmp / "s1" / str(i) / "run.log").read_text() for i in range(3))
-        job_totals = [json.loads((tmp / "s2" / str(i) / "metrics.json").read_text())["timings"]["total_s"] for i in range(3)]
+        job_totals = [
+            json.loads((tmp / "s2" / str(i) / "metrics.json").read_text())["timings"]["total_s"] for i in range(3)
+        ]
     print(f"warm sweep (3 jobs): {warm_sweep:.1f} s; per job in-process {', '.join(f'{t:.1f}' for t in job_totals)} s")
     print()
     print(f"reader: {'on' if args.read else 'off (read=false)'}; graph builds in the cold sweep: {builds}")
     print(f"cold sweep / cold single run = {cold_sweep / single:.2f}  (budget <= 1.5)")
-    print(f"warm sweep per job (wall, incl. start-up) / cold single run = {warm_sweep / 3 / single:.2f}  (budget <= 0.20)")
+    print(
+        f"warm sweep per job (wall, incl. start-up) / cold single run = {warm_sweep / 3 / single:.2f}  (budget <= 0.20)"
+    )
 
 
 if __name__ == "__main__":

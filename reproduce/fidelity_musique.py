@@ -30,15 +30,30 @@ START, END = "<!-- measured:start -->", "<!-- measured:end -->"
 
 def run(cache: Path, out: Path, data: Path, hash_seed: str, *extra: str) -> tuple[dict, pd.DataFrame, float]:
     openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
-    cmd = [sys.executable, "run.py", "dataset=musique_train", "extractor=imported", f"extractor.path={openie}",
-           "method=hipporag2", "filter=none", "tracker=none", "read=false", f"cache_dir={cache}",
-           f"hydra.run.dir={out}", *extra]
+    cmd = [
+        sys.executable,
+        "run.py",
+        "dataset=musique_train",
+        "extractor=imported",
+        f"extractor.path={openie}",
+        "method=hipporag2",
+        "filter=none",
+        "tracker=none",
+        "read=false",
+        f"cache_dir={cache}",
+        f"hydra.run.dir={out}",
+        *extra,
+    ]
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "HIPPORAG_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(proc.stderr[-4000:])
-    return json.loads((out / "metrics.json").read_text()), pd.read_parquet(out / "per_query.parquet"), time.perf_counter() - t0
+    return (
+        json.loads((out / "metrics.json").read_text()),
+        pd.read_parquet(out / "per_query.parquet"),
+        time.perf_counter() - t0,
+    )
 
 
 def top_k_sets(frame: pd.DataFrame, method: str, k: int) -> list[tuple]:
@@ -61,8 +76,12 @@ def report(data: Path, cache: Path) -> str:
     for method in ("hipporag2", "dense"):
         off = OFFICIAL["recall"][method]
         ours = m0["methods"][method]
-        lines.append(f"| {method} | official | " + " | ".join(f"{off[f'recall@{k}']:.2f}" for k in (1, 2, 5, 10, 20)) + " |")
-        lines.append(f"| {method} | ours | " + " | ".join(f"{100 * ours[f'recall@{k}']:.2f}" for k in (1, 2, 5, 10, 20)) + " |")
+        lines.append(
+            f"| {method} | official | " + " | ".join(f"{off[f'recall@{k}']:.2f}" for k in (1, 2, 5, 10, 20)) + " |"
+        )
+        lines.append(
+            f"| {method} | ours | " + " | ".join(f"{100 * ours[f'recall@{k}']:.2f}" for k in (1, 2, 5, 10, 20)) + " |"
+        )
     idx = m0["index"]
     lines += ["", "| graph | official | ours |", "|---|---|---|"]
     for key in ("nodes", "entity_nodes", "passage_nodes", "edges", "fact_triples", "official_synonymy_triples"):

@@ -14,11 +14,13 @@ def cli_env(env: dict | None = None) -> dict:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: int = 900, expect_rc: int = 0,
-            cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, env: dict | None = None, timeout: int = 900, expect_rc: int = 0, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     """`python <args>` from the repository root (or `cwd`) with the hub offline; fails the test unless it
     exits with `expect_rc` (0 by default; -9 for a process killed by SIGKILL)."""
-    proc = subprocess.run([sys.executable, *args], cwd=cwd or ROOT, env=cli_env(env), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=cwd or ROOT, env=cli_env(env), capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == expect_rc, proc.stdout[-3000:] + proc.stderr[-5000:]
     return proc

@@ -69,21 +69,45 @@ def make_handler(models: LocalModels):
                     models.fail_next -= 1
                     return self._send(503, {"error": {"message": "overloaded, try again", "type": "server_error"}})
                 if self.path.rstrip("/") == "/v1/chat/completions":
-                    [g] = models.chat.generate([req["messages"]], max_new_tokens=int(req.get("max_tokens") or 64),
-                                               temperature=float(req.get("temperature") or 0.0), desc="server")
-                    return self._send(200, {
-                        "id": f"chatcmpl-{models.requests}", "object": "chat.completion", "created": int(time.time()),
-                        "model": req.get("model", "smollm2"),
-                        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": g.text}}],
-                        "usage": {"prompt_tokens": g.input_tokens, "completion_tokens": g.output_tokens,
-                                  "total_tokens": g.input_tokens + g.output_tokens},
-                    })
+                    [g] = models.chat.generate(
+                        [req["messages"]],
+                        max_new_tokens=int(req.get("max_tokens") or 64),
+                        temperature=float(req.get("temperature") or 0.0),
+                        desc="server",
+                    )
+                    return self._send(
+                        200,
+                        {
+                            "id": f"chatcmpl-{models.requests}",
+                            "object": "chat.completion",
+                            "created": int(time.time()),
+                            "model": req.get("model", "smollm2"),
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": g.text},
+                                }
+                            ],
+                            "usage": {
+                                "prompt_tokens": g.input_tokens,
+                                "completion_tokens": g.output_tokens,
+                                "total_tokens": g.input_tokens + g.output_tokens,
+                            },
+                        },
+                    )
                 if self.path.rstrip("/") == "/v1/embeddings":
                     texts = req["input"] if isinstance(req["input"], list) else [req["input"]]
                     vecs = models.embed(texts)
-                    return self._send(200, {"object": "list", "model": req.get("model"),
-                                            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vecs)],
-                                            "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+                    return self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "model": req.get("model"),
+                            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vecs)],
+                            "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                        },
+                    )
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
     return Handler

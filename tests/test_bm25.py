@@ -1,6 +1,5 @@
 """method=bm25 on the demo corpus: shape, determinism, and an exact-term passage ranked first."""
 
-
 import numpy as np
 import pytest
 
@@ -23,8 +22,10 @@ def ctx(settings):
 
 def test_exact_rare_term_ranks_its_passage_first(ctx):
     context, ds = ctx
-    queries = [Query(id="a", question="Which comet returns every seventy years?", gold_answers=["x"]),
-               Query(id="b", question="Who designed the Seld Bridge?", gold_answers=["x"])]
+    queries = [
+        Query(id="a", question="Which comet returns every seventy years?", gold_answers=["x"]),
+        Query(id="b", question="Who designed the Seld Bridge?", gold_answers=["x"]),
+    ]
     r1, r2 = get_method("bm25").retrieve(context, queries)
     assert context.index.passages[r1.order[0]].startswith("Morrow's Veil\n")
     assert context.index.passages[r2.order[0]].startswith("Seld Bridge\n")

@@ -82,10 +82,9 @@ def test_embedding_cache_embeds_only_new_texts(tmp_path):
 
 def test_building_is_atomic_and_builds_once(tmp_path):
     target = tmp_path / "graph" / "k1"
-    with pytest.raises(RuntimeError):
-        with building(target) as tmp:
-            (tmp / "half.txt").write_text("x")
-            raise RuntimeError("crash mid-build")
+    with pytest.raises(RuntimeError), building(target) as tmp:
+        (tmp / "half.txt").write_text("x")
+        raise RuntimeError("crash mid-build")
     assert not target.exists() and not list((tmp_path / "graph").glob(".k1*tmp"))
     with building(target) as tmp:
         (tmp / "done.json").write_text(json.dumps({"ok": True}))

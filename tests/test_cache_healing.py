@@ -171,7 +171,9 @@ def unparseable_but_listed(folder):  # a file that passes its checksum but does 
     return "stats.json"
 
 
-@pytest.mark.parametrize("damage", [truncate_pickle, delete_pickle, garble_manifest, drop_checksums, unparseable_but_listed])
+@pytest.mark.parametrize(
+    "damage", [truncate_pickle, delete_pickle, garble_manifest, drop_checksums, unparseable_but_listed]
+)
 def test_a_damaged_graph_folder_is_rebuilt(tmp_path, caplog, damage):
     folder = tmp_path / "graph" / "k1"
     build = GraphBuilder()
@@ -229,8 +231,15 @@ def test_cache_files_honour_the_umask(tmp_path, umask):
 # ----------------------------------------------------------------------------------------- rankings
 def rankings():
     rng = np.random.default_rng(0)
-    return [Ranking(order=rng.permutation(50), scores=np.sort(rng.random(50))[::-1], diagnostics={"q": i},
-                    contexts=[f"text {i}"]) for i in range(4)]
+    return [
+        Ranking(
+            order=rng.permutation(50),
+            scores=np.sort(rng.random(50))[::-1],
+            diagnostics={"q": i},
+            contexts=[f"text {i}"],
+        )
+        for i in range(4)
+    ]
 
 
 def flip_a_byte(path):

@@ -29,27 +29,41 @@ CORPUS = [{"title": "A", "text": "alpha"}, {"title": "B", "text": "beta"}]
 
 
 def test_gold_rules(tmp_path):
-    qs = [{
-        "id": "x1", "question": "q?", "answer": ["a1"], "answer_aliases": ["a2", "a1"],
-        "paragraphs": [
-            {"title": "A", "text": "alpha", "is_supporting": True},
-            {"title": "B", "paragraph_text": "beta", "is_supporting": False},
-            {"title": "C", "text": "gamma"},  # no flag: counts as gold
-        ],
-    }]
+    qs = [
+        {
+            "id": "x1",
+            "question": "q?",
+            "answer": ["a1"],
+            "answer_aliases": ["a2", "a1"],
+            "paragraphs": [
+                {"title": "A", "text": "alpha", "is_supporting": True},
+                {"title": "B", "paragraph_text": "beta", "is_supporting": False},
+                {"title": "C", "text": "gamma"},  # no flag: counts as gold
+            ],
+        }
+    ]
     ds = load_files("t", write(tmp_path, "q.json", qs), write(tmp_path, "c.json", CORPUS))
     [q] = ds.queries
     assert q.gold_answers == ["a1", "a2"]
     assert q.gold_passages == ["A\nalpha", "C\ngamma"]
 
 
-@pytest.mark.parametrize("bad, message", [
-    ('[{"question": "ok", "answer": "x"}, {"id": "r7", "answer": "x"}]', "record 1 (id 'r7'): missing or empty 'question'"),
-    ('[{"id": 3, "question": "q"}]', "record 0 (id 3): no gold answer"),
-    ('[{"question": "q", "answer": "a", "paragraphs": [{"text": "no title"}]}]', "record 0: malformed gold passages for layout 'paragraphs (HippoRAG 2 / MuSiQue)'"),
-    ('{"question": "q"}', "expected a JSON list"),
-    ('[{"question": "q", "answer": "a"},', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (
+            '[{"question": "ok", "answer": "x"}, {"id": "r7", "answer": "x"}]',
+            "record 1 (id 'r7'): missing or empty 'question'",
+        ),
+        ('[{"id": 3, "question": "q"}]', "record 0 (id 3): no gold answer"),
+        (
+            '[{"question": "q", "answer": "a", "paragraphs": [{"text": "no title"}]}]',
+            "record 0: malformed gold passages for layout 'paragraphs (HippoRAG 2 / MuSiQue)'",
+        ),
+        ('{"question": "q"}', "expected a JSON list"),
+        ('[{"question": "q", "answer": "a"},', "not valid JSON"),
+    ],
+)
 def test_malformed_question_file_names_file_and_record(tmp_path, bad, message):
     qpath = write(tmp_path, "bad_questions.json", bad)
     with pytest.raises(DatasetError) as err:
@@ -73,11 +87,15 @@ def test_inputs_are_checked_at_load(tmp_path, caplog):
     with pytest.raises(DatasetError, match=r"q\.json: the question list is empty"):
         load_files("t", write(tmp_path, "q.json", []), corpus)
     bad = tmp_path / "latin1.json"
-    bad.write_bytes(json.dumps([{"question": "Où est né Zoë?", "answer": "x"}]).replace("\\u00f9", "\xf9").encode("latin-1"))
+    bad.write_bytes(
+        json.dumps([{"question": "Où est né Zoë?", "answer": "x"}]).replace("\\u00f9", "\xf9").encode("latin-1")
+    )
     with pytest.raises(DatasetError, match=r"latin1\.json: not UTF-8 text \(byte offset 16"):
         load_files("t", bad, corpus)
     obj = write(tmp_path, "obj.json", [{"id": "r1", "question": "q?", "answer": {"a": 1}}])
-    with pytest.raises(DatasetError, match=r"obj\.json: record 0 \(id 'r1'\): 'answer' must be a string or a list of strings"):
+    with pytest.raises(
+        DatasetError, match=r"obj\.json: record 0 \(id 'r1'\): 'answer' must be a string or a list of strings"
+    ):
         load_files("t", obj, corpus)
     nums = write(tmp_path, "nums.json", [{"question": "q?", "answer": ["x", 3]}])
     with pytest.raises(DatasetError, match="'answer' must be a string or a list of strings"):
@@ -85,8 +103,15 @@ def test_inputs_are_checked_at_load(tmp_path, caplog):
 
 
 def test_gold_passages_absent_from_the_corpus_warn_once_or_stop(tmp_path, caplog):
-    qs = [{"id": f"x{i}", "question": "q?", "answer": "a",
-           "paragraphs": [{"title": "A", "text": "alpha"}, {"title": "Z", "text": f"missing {i}"}]} for i in range(3)]
+    qs = [
+        {
+            "id": f"x{i}",
+            "question": "q?",
+            "answer": "a",
+            "paragraphs": [{"title": "A", "text": "alpha"}, {"title": "Z", "text": f"missing {i}"}],
+        }
+        for i in range(3)
+    ]
     questions, corpus = write(tmp_path, "q.json", qs), write(tmp_path, "c.json", CORPUS)
     with caplog.at_level("WARNING"):
         ds = load_files("t", questions, corpus)

@@ -11,7 +11,9 @@ pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest 
 
 
 def run(tmp_path: Path, name: str, *overrides: str):
-    return run_cli("run.py", "tracker=none", f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / name}", *overrides)
+    return run_cli(
+        "run.py", "tracker=none", f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / name}", *overrides
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +40,19 @@ def test_outputs_and_metric_keys(two_runs):
     assert metrics["methods"]["hipporag2"]["recall@10"] > 0.6
     frame = pd.read_parquet(out / "per_query.parquet")
     assert len(frame) == 2 * metrics["n_queries"]
-    for col in ("question", "gold_answers", "top_passage_ids", "top_scores", "seeds", "facts", "fallback",
-                "answer", "em", "f1", "recall@5"):
+    for col in (
+        "question",
+        "gold_answers",
+        "top_passage_ids",
+        "top_scores",
+        "seeds",
+        "facts",
+        "fallback",
+        "answer",
+        "em",
+        "f1",
+        "recall@5",
+    ):
         assert col in frame.columns, col
     # per-query records agree with the summary
     h = frame[frame.method == "hipporag2"]

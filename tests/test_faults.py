@@ -34,8 +34,15 @@ KILLED = -signal.SIGKILL
 
 
 def run(tmp: Path, cache: Path, name: str, *overrides: str, env: dict | None = None, expect_rc: int = 0):
-    return run_cli("run.py", *SETTINGS, f"cache_dir={cache}", f"hydra.run.dir={tmp / name}", *overrides,
-                   env=env, expect_rc=expect_rc)
+    return run_cli(
+        "run.py",
+        *SETTINGS,
+        f"cache_dir={cache}",
+        f"hydra.run.dir={tmp / name}",
+        *overrides,
+        env=env,
+        expect_rc=expect_rc,
+    )
 
 
 def metrics(run_dir: Path) -> dict:
@@ -45,8 +52,10 @@ def metrics(run_dir: Path) -> dict:
 def numbers(run_dir: Path) -> dict:
     """Every metric each method reports: what must not change under a fault."""
     m = metrics(run_dir)
-    return {name: {k: v for k, v in values.items() if k.startswith("recall@") or k in ("em", "f1", "fallbacks")}
-            for name, values in m["methods"].items()}
+    return {
+        name: {k: v for k, v in values.items() if k.startswith("recall@") or k in ("em", "f1", "fallbacks")}
+        for name, values in m["methods"].items()
+    }
 
 
 def warnings_naming(proc, needle: str) -> list[str]:
@@ -108,7 +117,14 @@ def test_kill_after_a_ranking_keeps_it_and_clips_qa_top_k(reference, tmp_path):
 def test_killed_sweep_keeps_a_partial_report_and_a_rerun_completes_it(reference, tmp_path):
     _, _, expected, _ = reference
     sweep = tmp_path / "sweep"
-    args = ("run.py", "-m", *SETTINGS, f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", "damping=0.3,0.5,0.7")
+    args = (
+        "run.py",
+        "-m",
+        *SETTINGS,
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.sweep.dir={sweep}",
+        "damping=0.3,0.5,0.7",
+    )
     run_cli(*args, env={"HIPPORAG_FAILPOINT": "job.start:2"}, expect_rc=KILLED)
     assert (sweep / "0" / "metrics.json").is_file() and not (sweep / "1" / "metrics.json").exists()
     report = (sweep / "report.md").read_text()
@@ -123,9 +139,17 @@ def test_killed_sweep_keeps_a_partial_report_and_a_rerun_completes_it(reference,
 def test_three_runs_at_once_build_once_and_never_share_a_folder(reference, tmp_path):
     _, _, expected, _ = reference
     env = cli_env()
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), *SETTINGS, f"cache_dir={tmp_path / 'cache'}",
-                               f"damping={d}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for d in (0.3, 0.5, 0.7)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "run.py"), *SETTINGS, f"cache_dir={tmp_path / 'cache'}", f"damping={d}"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for d in (0.3, 0.5, 0.7)
+    ]
     for p in procs:
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, out[-2000:] + err[-3000:]
@@ -160,11 +184,23 @@ def test_a_waiting_job_takes_over_when_the_builder_dies(reference, tmp_path):
     go = tmp_path / "kill-now"
     env = cli_env({"HIPPORAG_FAILPOINT": "openie.committed:2", "HIPPORAG_FAILPOINT_AFTER": str(go)})
     common = [sys.executable, "run.py", *SETTINGS, f"cache_dir={tmp_path / 'cache'}"]
-    builder = subprocess.Popen([*common, f"hydra.run.dir={tmp_path / 'builder'}"], cwd=ROOT, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    builder = subprocess.Popen(
+        [*common, f"hydra.run.dir={tmp_path / 'builder'}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait_for(tmp_path / "builder" / "run.log", "passages from cache")  # the builder holds the index lock
-    waiter = subprocess.Popen([*common, f"hydra.run.dir={tmp_path / 'waiter'}"], cwd=ROOT, env=cli_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiter = subprocess.Popen(
+        [*common, f"hydra.run.dir={tmp_path / 'waiter'}"],
+        cwd=ROOT,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     log = tmp_path / "waiter" / "run.log"
     _wait_for(log, "waiting for it")
     go.touch()  # the waiter is queued on the index lock: now the builder dies holding it
@@ -221,7 +257,10 @@ DAMAGES = {
     "graph.pickle deleted": (lambda c: _one(c, "graph/*/graph.pickle").unlink(), "graph.pickle"),
     "manifest.json garbled": (lambda c: _garble(_one(c, "graph/*/manifest.json")), "manifest.json"),
     "openie sqlite truncated": (lambda c: _truncate(_one(c, "openie/*.sqlite")), "openie/"),
-    "embeddings sqlite header overwritten": (lambda c: [_garble(p) for p in c.glob("embeddings/*.sqlite")], "embeddings/"),
+    "embeddings sqlite header overwritten": (
+        lambda c: [_garble(p) for p in c.glob("embeddings/*.sqlite")],
+        "embeddings/",
+    ),
     "rankings npz truncated": (lambda c: [_truncate(p) for p in c.glob("rankings/*.npz")], "rankings/"),
     "passage vector sign-flipped": (_flip_one_passage_vector, "embeddings/"),
 }
@@ -268,16 +307,32 @@ def _write(tmp: Path, name: str, content) -> Path:
     return path
 
 
-CORPUS = [{"title": "Alder", "text": "Alder Glassworks was founded by Ilse Varga."},
-          {"title": "Ilse Varga", "text": "Ilse Varga was born in Saltmarsh."}]
+CORPUS = [
+    {"title": "Alder", "text": "Alder Glassworks was founded by Ilse Varga."},
+    {"title": "Ilse Varga", "text": "Ilse Varga was born in Saltmarsh."},
+]
 GOLD = [{"title": "Alder", "text": "Alder Glassworks was founded by Ilse Varga.", "is_supporting": True}]
 BAD_INPUTS = {
     "empty question list": ([], "the question list is empty"),
-    "non-UTF-8 file": ('[{"question": "Wh\xe9re?", "answer": "x"}]'.encode("latin-1"), "not UTF-8 text (byte offset 17"),
-    "answer given as an object": ([{"id": "r1", "question": "Who?", "answer": {"a": 1}, "paragraphs": GOLD}],
-                                  "record 0 (id 'r1'): 'answer' must be a string or a list of strings"),
-    "gold passage absent, strict": ([{"id": "r2", "question": "Who?", "answer": "x", "paragraphs": [
-        {"title": "Nowhere", "text": "Not in the corpus."}]}], "1 of 1 gold passages (1 questions) are not in the corpus"),
+    "non-UTF-8 file": (
+        '[{"question": "Wh\xe9re?", "answer": "x"}]'.encode("latin-1"),
+        "not UTF-8 text (byte offset 17",
+    ),
+    "answer given as an object": (
+        [{"id": "r1", "question": "Who?", "answer": {"a": 1}, "paragraphs": GOLD}],
+        "record 0 (id 'r1'): 'answer' must be a string or a list of strings",
+    ),
+    "gold passage absent, strict": (
+        [
+            {
+                "id": "r2",
+                "question": "Who?",
+                "answer": "x",
+                "paragraphs": [{"title": "Nowhere", "text": "Not in the corpus."}],
+            }
+        ],
+        "1 of 1 gold passages (1 questions) are not in the corpus",
+    ),
 }
 BAD_KNOBS = {
     "retrieval_top_k=0": "retrieval_top_k=0 is not allowed: expected an integer >= 1",
@@ -302,8 +357,16 @@ def _refused(proc, expected: str) -> None:
 def test_bad_input_exits_2_with_one_line(tmp_path, case):
     content, expected = BAD_INPUTS[case]
     questions, corpus = _write(tmp_path, "questions.json", content), _write(tmp_path, "corpus.json", CORPUS)
-    proc = run(tmp_path, tmp_path / "cache", "run", "dataset=files", f"dataset.questions={questions}",
-               f"dataset.corpus={corpus}", "dataset.strict_gold=true", expect_rc=2)
+    proc = run(
+        tmp_path,
+        tmp_path / "cache",
+        "run",
+        "dataset=files",
+        f"dataset.questions={questions}",
+        f"dataset.corpus={corpus}",
+        "dataset.strict_gold=true",
+        expect_rc=2,
+    )
     _refused(proc, expected)
     assert not (tmp_path / "cache").exists()  # stopped before any cache was touched
 
@@ -315,13 +378,28 @@ def test_bad_knob_exits_2_with_one_line(tmp_path, knob):
 
 
 def test_gold_passages_absent_warn_and_are_recorded(tmp_path):
-    questions = _write(tmp_path, "questions.json", [
-        {"id": "r1", "question": "Who founded Alder Glassworks?", "answer": "Ilse Varga", "paragraphs": GOLD},
-        {"id": "r2", "question": "Where was Ilse Varga born?", "answer": "Saltmarsh",
-         "paragraphs": [{"title": "Ilse Varga", "text": "Ilse Varga was born in Saltmarsh, a market town."}]}])
+    questions = _write(
+        tmp_path,
+        "questions.json",
+        [
+            {"id": "r1", "question": "Who founded Alder Glassworks?", "answer": "Ilse Varga", "paragraphs": GOLD},
+            {
+                "id": "r2",
+                "question": "Where was Ilse Varga born?",
+                "answer": "Saltmarsh",
+                "paragraphs": [{"title": "Ilse Varga", "text": "Ilse Varga was born in Saltmarsh, a market town."}],
+            },
+        ],
+    )
     corpus = _write(tmp_path, "corpus.json", CORPUS)
-    proc = run(tmp_path, tmp_path / "cache", "run", "dataset=files", f"dataset.questions={questions}",
-               f"dataset.corpus={corpus}")
+    proc = run(
+        tmp_path,
+        tmp_path / "cache",
+        "run",
+        "dataset=files",
+        f"dataset.questions={questions}",
+        f"dataset.corpus={corpus}",
+    )
     assert len(warnings_naming(proc, "gold passages")) == 1
     assert metrics(tmp_path / "run")["dataset_checks"]["gold_missing"]["passages"] == 1
     assert "1 of 2 gold passages are not in the corpus" in proc.stdout
@@ -353,8 +431,14 @@ def llm_server():
     server.shutdown()
 
 
-LLM_FILTER = ("filter=llm", "llm=openai", "llm.model=smollm2", "llm.max_retries=0", "dataset.limit=5",
-              "filter_max_new_tokens=48")
+LLM_FILTER = (
+    "filter=llm",
+    "llm=openai",
+    "llm.model=smollm2",
+    "llm.max_retries=0",
+    "dataset.limit=5",
+    "filter_max_new_tokens=48",
+)
 
 
 def _stored_llm_answers(cache: Path) -> int:

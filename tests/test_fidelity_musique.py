@@ -16,13 +16,27 @@ DATA = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datase
 OPENIE = DATA / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not OPENIE.is_file(), reason=f"benchmark data not found under {DATA}")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not OPENIE.is_file(), reason=f"benchmark data not found under {DATA}"),
+]
 
 
 def run(tmp: Path, name: str, hash_seed: str) -> Path:
-    run_cli("run.py", "dataset=musique_train", "extractor=imported", f"extractor.path={OPENIE}", "method=hipporag2",
-            "filter=none", "tracker=none", "read=false", f"cache_dir={tmp / 'cache'}", f"hydra.run.dir={tmp / name}",
-            env={"PYTHONHASHSEED": hash_seed, "HIPPORAG_DATA_DIR": str(DATA)}, timeout=1800)
+    run_cli(
+        "run.py",
+        "dataset=musique_train",
+        "extractor=imported",
+        f"extractor.path={OPENIE}",
+        "method=hipporag2",
+        "filter=none",
+        "tracker=none",
+        "read=false",
+        f"cache_dir={tmp / 'cache'}",
+        f"hydra.run.dir={tmp / name}",
+        env={"PYTHONHASHSEED": hash_seed, "HIPPORAG_DATA_DIR": str(DATA)},
+        timeout=1800,
+    )
     return tmp / name
 
 
@@ -34,8 +48,10 @@ def runs(tmp_path_factory):
 
 def test_dense_equals_official_and_hipporag2_within_band(runs):
     metrics = json.loads((runs[0] / "metrics.json").read_text())
-    ours = {m: {k: round(100 * v, 2) for k, v in metrics["methods"][m].items() if k.startswith("recall@")}
-            for m in ("hipporag2", "dense")}
+    ours = {
+        m: {k: round(100 * v, 2) for k, v in metrics["methods"][m].items() if k.startswith("recall@")}
+        for m in ("hipporag2", "dense")
+    }
     for k, v in OFFICIAL["recall"]["dense"].items():
         assert ours["dense"][k] == pytest.approx(v, abs=0.005), k
     for k in ("recall@2", "recall@5"):
@@ -53,8 +69,10 @@ def test_graph_matches_official_counts(runs):
 def test_two_runs_are_identical_whatever_the_hash_seed(runs):
     cold, warm = (json.loads((r / "metrics.json").read_text()) for r in runs)
     assert warm["index"]["graph_cached"] and warm["openie"]["cached"] == 1890
-    assert cold["methods"]["hipporag2"] == {**warm["methods"]["hipporag2"],
-                                            "retrieve_s": cold["methods"]["hipporag2"]["retrieve_s"],
-                                            "read_s": cold["methods"]["hipporag2"]["read_s"]}
+    assert cold["methods"]["hipporag2"] == {
+        **warm["methods"]["hipporag2"],
+        "retrieve_s": cold["methods"]["hipporag2"]["retrieve_s"],
+        "read_s": cold["methods"]["hipporag2"]["read_s"],
+    }
     a, b = (pd.read_parquet(r / "per_query.parquet") for r in runs)
     assert (a["top_passage_ids"].map(list) == b["top_passage_ids"].map(list)).all()

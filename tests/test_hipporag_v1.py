@@ -9,7 +9,6 @@ from hipporag.index.embed import EmbeddingCache, build_embedder
 from hipporag.index.openie import Extraction
 from hipporag.retrieval.methods import RetrievalContext, get_method
 
-
 PASSAGES = [
     "Ada Brenn\nAda Brenn was born in Marlow.",
     "Marlow\nMarlow lies on the River Elm.",
@@ -56,8 +55,10 @@ def test_two_hop_walk_reaches_the_bridge_passage(ctx):
 
 
 def test_no_linkable_entity_falls_back_and_is_deterministic(ctx):
-    qs = [Query(id="a", question="what?", gold_answers=["x"]),
-          Query(id="b", question="Where was Ada Brenn born?", gold_answers=["Marlow"])]
+    qs = [
+        Query(id="a", question="what?", gold_answers=["x"]),
+        Query(id="b", question="Where was Ada Brenn born?", gold_answers=["Marlow"]),
+    ]
     r1 = get_method("hipporag").retrieve(ctx, qs)
     r2 = get_method("hipporag").retrieve(ctx, qs)
     assert r1[0].diagnostics["fallback"] and not r1[1].diagnostics["fallback"]

@@ -18,16 +18,19 @@ def v1_file(tmp_path, passages):
     docs = []
     for p in passages:
         title, text = p.split("\n", 1)
-        docs.append({"title": title, "text": text, "passage": p, "extracted_entities": [title],
-                     "extracted_triples": TRIPLES[p]})
+        docs.append(
+            {"title": title, "text": text, "passage": p, "extracted_entities": [title], "extracted_triples": TRIPLES[p]}
+        )
     path = tmp_path / "openie_results_ner_v1.json"
     path.write_text(json.dumps({"docs": docs, "avg_ent_chars": 5}))
     return path
 
 
 def v2_file(tmp_path, passages):
-    docs = [{"idx": passage_id(p), "passage": p, "extracted_entities": [p.split("\n")[0]],
-             "extracted_triples": TRIPLES[p]} for p in passages]
+    docs = [
+        {"idx": passage_id(p), "passage": p, "extracted_entities": [p.split("\n")[0]], "extracted_triples": TRIPLES[p]}
+        for p in passages
+    ]
     path = tmp_path / "openie_results_ner_v2.json"
     path.write_text(json.dumps({"docs": docs}))
     return path
@@ -50,7 +53,10 @@ def test_both_layouts_match_by_passage_text(tmp_path, make):
 def test_missing_passage_is_a_clear_error(tmp_path):
     path = v1_file(tmp_path, CORPUS[:1])
     ex = ImportedExtractor(str(path))
-    with pytest.raises(OpenIEImportError, match=r"2 of 3 corpus passages have no extraction .*'Bo\\nBo lives in Rome.'.*extractor.missing=extract"):
+    with pytest.raises(
+        OpenIEImportError,
+        match=r"2 of 3 corpus passages have no extraction .*'Bo\\nBo lives in Rome.'.*extractor.missing=extract",
+    ):
         run_openie(CORPUS, ex, tmp_path / "cache")
 
 

@@ -52,7 +52,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         state[node] = 2
@@ -91,6 +91,10 @@ def test_every_module_lives_in_a_subpackage_of_the_layers_or_is_a_command():
 
 def test_imports_go_down_the_layers_only():
     graph = import_graph()
-    wrong = sorted(f"{a} imports {b}" for a, targets in graph.items() for b in targets
-                   if b != "hipporag" and layer_of(b) > layer_of(a))
+    wrong = sorted(
+        f"{a} imports {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if b != "hipporag" and layer_of(b) > layer_of(a)
+    )
     assert not wrong, "\n".join(wrong)

@@ -21,9 +21,12 @@ class FlakyExtractor:
         self.healed = False
 
     def extract(self, passages):
-        return [Extraction(entities=[], triples=[], error="request failed", transient=True)
-                if p == PASSAGES[0] and not self.healed else
-                Extraction(entities=[], triples=[[p.split("\n")[0], "is described in", "its passage"]]) for p in passages]
+        return [
+            Extraction(entities=[], triples=[], error="request failed", transient=True)
+            if p == PASSAGES[0] and not self.healed
+            else Extraction(entities=[], triples=[[p.split("\n")[0], "is described in", "its passage"]])
+            for p in passages
+        ]
 
 
 def graph_folders(cache):

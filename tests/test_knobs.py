@@ -43,7 +43,13 @@ def test_dense_ranking_key_ignores_graph_knobs_hipporag2_does_not(tmp_path):
     assert ranking_key("k", "hipporag2", {"damping": 0.3}, q) != ranking_key("k", "hipporag2", {"damping": 0.7}, q)
     assert ranking_key("k", "dense", {}, q) != ranking_key("k2", "dense", {}, q)
     assert ranking_key("k", "unknown-method", {}, q) is None
-    rankings = [Ranking(order=np.array([2, 0, 1]), scores=np.array([0.9, 0.5, 0.1]), diagnostics={"fallback": False, "seeds": [["x", 1.0]]})]
+    rankings = [
+        Ranking(
+            order=np.array([2, 0, 1]),
+            scores=np.array([0.9, 0.5, 0.1]),
+            diagnostics={"fallback": False, "seeds": [["x", 1.0]]},
+        )
+    ]
     k = ranking_key("k", "dense", {}, q)
     assert load_rankings(tmp_path, k) is None
     save_rankings(tmp_path, k, rankings)
@@ -55,8 +61,12 @@ def test_dense_ranking_key_ignores_graph_knobs_hipporag2_does_not(tmp_path):
 def test_the_llm_enters_a_hipporag2_ranking_key_only_through_the_filter():
     q = ["who?"]
     a, b = {"backend": "transformers", "model": "a"}, {"backend": "openai", "model": "b"}
-    assert ranking_key("k", "hipporag2", {"filter": "none", "llm": a}, q) == ranking_key("k", "hipporag2", {"filter": "none", "llm": b}, q)
-    assert ranking_key("k", "hipporag2", {"filter": "llm", "llm": a}, q) != ranking_key("k", "hipporag2", {"filter": "llm", "llm": b}, q)
+    assert ranking_key("k", "hipporag2", {"filter": "none", "llm": a}, q) == ranking_key(
+        "k", "hipporag2", {"filter": "none", "llm": b}, q
+    )
+    assert ranking_key("k", "hipporag2", {"filter": "llm", "llm": a}, q) != ranking_key(
+        "k", "hipporag2", {"filter": "llm", "llm": b}, q
+    )
 
 
 def test_llm_decoding_settings_enter_the_ranking_key_of_runs_that_use_the_llm(tmp_path, settings):
@@ -93,18 +103,24 @@ def test_every_registered_method_caches_by_exactly_the_knobs_it_declares(tmp_pat
         for knob in base:
             if knob == "filter":
                 continue  # switches the LLM on or off: covered below
-            other = {"method_options": {**base["method_options"], "extra": 2.0}, "llm": {"identity": "other"},
-                     "query_instructions": {"i": "y"}}.get(knob, "changed")
+            other = {
+                "method_options": {**base["method_options"], "extra": 2.0},
+                "llm": {"identity": "other"},
+                "query_instructions": {"i": "y"},
+            }.get(knob, "changed")
             changed = ranking_key("k", method, {**base, knob: other}, ["q"]) != ranking_key("k", method, base, ["q"])
             assert changed == (knob in declared), (method, knob)
 
 
 def test_llm_settings_enter_a_hipporag2_key_only_when_the_filter_uses_the_llm():
     off = {"filter": "none", "llm": {"identity": "a"}, "filter_max_new_tokens": 128}
-    assert ranking_key("k", "hipporag2", off, ["q"]) == ranking_key("k", "hipporag2", {**off, "llm": {"identity": "b"},
-                                                                                       "filter_max_new_tokens": 512}, ["q"])
+    assert ranking_key("k", "hipporag2", off, ["q"]) == ranking_key(
+        "k", "hipporag2", {**off, "llm": {"identity": "b"}, "filter_max_new_tokens": 512}, ["q"]
+    )
     on = {**off, "filter": "llm"}
-    assert ranking_key("k", "hipporag2", on, ["q"]) != ranking_key("k", "hipporag2", {**on, "filter_max_new_tokens": 512}, ["q"])
+    assert ranking_key("k", "hipporag2", on, ["q"]) != ranking_key(
+        "k", "hipporag2", {**on, "filter_max_new_tokens": 512}, ["q"]
+    )
 
 
 def test_another_checkpoint_or_instruction_never_shares_a_cache_entry():
@@ -117,4 +133,6 @@ def test_another_checkpoint_or_instruction_never_shares_a_cache_entry():
     assert default.query_instructions() is None
     a = SentenceTransformerEmbedder(instructions={"query_to_fact": "Given a question, find facts"}).query_instructions()
     b = SentenceTransformerEmbedder(instructions={"query_to_fact": "Find facts"}).query_instructions()
-    assert ranking_key("k", "dense", {"query_instructions": a}, ["q"]) != ranking_key("k", "dense", {"query_instructions": b}, ["q"])
+    assert ranking_key("k", "dense", {"query_instructions": a}, ["q"]) != ranking_key(
+        "k", "dense", {"query_instructions": b}, ["q"]
+    )

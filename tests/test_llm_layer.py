@@ -38,7 +38,9 @@ def server():
 
 
 def client(base_url, tmp_path, **kw):
-    return CachedLLM(OpenAIChatLLM(model="smollm2", base_url=base_url, max_retries=kw.pop("max_retries", 3), **kw), tmp_path)
+    return CachedLLM(
+        OpenAIChatLLM(model="smollm2", base_url=base_url, max_retries=kw.pop("max_retries", 3), **kw), tmp_path
+    )
 
 
 def test_openai_client_end_to_end_with_cache(server, tmp_path, settings):
@@ -54,8 +56,13 @@ def test_openai_client_end_to_end_with_cache(server, tmp_path, settings):
     assert after_openie == 6  # NER + triples per passage
 
     queries = [Query(id="q1", question="Where was the founder of Alder Glassworks born?", gold_answers=["Saltmarsh"])]
-    candidates = [[("alder glassworks", "founded by", "ilse varga"), ("ilse varga", "born in", "saltmarsh"),
-                   ("saltmarsh", "is", "market town")]]
+    candidates = [
+        [
+            ("alder glassworks", "founded by", "ilse varga"),
+            ("ilse varga", "born in", "saltmarsh"),
+            ("saltmarsh", "is", "market town"),
+        ]
+    ]
     s = settings("filter_max_new_tokens=64")
     [kept] = recognition_filter("llm", queries, candidates, llm, s.knobs)
     assert kept.error or set(kept.facts) <= set(candidates[0])
@@ -112,7 +119,9 @@ def test_unreachable_or_refusing_endpoints_stop_before_any_request(server, tmp_p
         monkeypatch.setenv("OPENAI_API_KEY", "a-wrong-key")
         before = models.requests
         with pytest.raises(LLMUnreachableError, match="refused our credentials"):
-            client(base_url, tmp_path / "other", max_retries=0).generate([[{"role": "user", "content": "Hi"}]], stage="t")
+            client(base_url, tmp_path / "other", max_retries=0).generate(
+                [[{"role": "user", "content": "Hi"}]], stage="t"
+            )
         assert models.requests == before  # the refusal came from the model list, no chat request was made
         with pytest.raises(EndpointUnreachableError, match="embedder 'all-MiniLM-L6-v2' at .* AuthenticationError"):
             OpenAIEmbedder(model="all-MiniLM-L6-v2", base_url=base_url, max_retries=0).encode(["x"])
@@ -145,12 +154,19 @@ def test_api_key_only_from_environment(monkeypatch):
 
 def test_transformers_backend_on_the_gguf_model():
     llm = TransformersChatLLM(model="smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", batch_size=2)
-    out = llm.generate([[{"role": "user", "content": "What is the capital of France? One word."}],
-                        [{"role": "user", "content": "Name a colour."}]], max_new_tokens=12)
+    out = llm.generate(
+        [
+            [{"role": "user", "content": "What is the capital of France? One word."}],
+            [{"role": "user", "content": "Name a colour."}],
+        ],
+        max_new_tokens=12,
+    )
     assert len(out) == 2 and all(g.text and g.output_tokens > 0 and g.input_tokens > 0 for g in out)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (optional extra [vllm], needs a GPU)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None, reason="vLLM is not installed (optional extra [vllm], needs a GPU)"
+)
 def test_vllm_backend():  # pragma: no cover - runs only where vLLM is installed
     from hipporag.llm.vllm_chat import VLLMChatLLM
 
@@ -169,9 +185,18 @@ def test_vllm_missing_is_a_clear_error():
 
 
 def test_dspy_prompt_file_and_official_snapping(tmp_path):
-    saved = {"prog": {"system": "Pick the facts that answer the question.", "demos": [
-        {"question": "Where was Ada born?", "fact_before_filter": json.dumps({"fact": [["ada", "born in", "marlow"], ["bo", "is", "cat"]]}),
-         "fact_after_filter": json.dumps({"fact": [["ada", "born in", "marlow"]]})}]}}
+    saved = {
+        "prog": {
+            "system": "Pick the facts that answer the question.",
+            "demos": [
+                {
+                    "question": "Where was Ada born?",
+                    "fact_before_filter": json.dumps({"fact": [["ada", "born in", "marlow"], ["bo", "is", "cat"]]}),
+                    "fact_after_filter": json.dumps({"fact": [["ada", "born in", "marlow"]]}),
+                }
+            ],
+        }
+    }
     path = tmp_path / "filter.json"
     path.write_text(json.dumps(saved))
     messages = load_dspy_prompt(str(path))

@@ -20,7 +20,9 @@ def load(tmp_path, records, name="t"):
 
 
 ORIGINAL = {
-    "_id": "abc", "question": "Who?", "answer": "Ann",
+    "_id": "abc",
+    "question": "Who?",
+    "answer": "Ann",
     "supporting_facts": [["Ann Lee", 0], ["Ann Lee", 1], ["Bo", 0]],
     "context": [["Ann Lee", ["Ann was born.", " She sang."]], ["Bo", ["Bo ran."]], ["Cy", ["Cy sat."]]],
 }
@@ -38,17 +40,32 @@ def test_2wiki_original_joins_sentences_with_space(tmp_path):
 
 
 def test_musique_legacy_layout(tmp_path):
-    rec = {"id": "2hop__1", "question": "Q?", "answer": "Paris", "answer_aliases": ["City of Light"],
-           "paragraphs": [{"idx": 0, "title": "A", "paragraph_text": "a", "is_supporting": True},
-                          {"idx": 1, "title": "B", "paragraph_text": "b", "is_supporting": False}]}
+    rec = {
+        "id": "2hop__1",
+        "question": "Q?",
+        "answer": "Paris",
+        "answer_aliases": ["City of Light"],
+        "paragraphs": [
+            {"idx": 0, "title": "A", "paragraph_text": "a", "is_supporting": True},
+            {"idx": 1, "title": "B", "paragraph_text": "b", "is_supporting": False},
+        ],
+    }
     [q] = load(tmp_path, [rec])
     assert q.gold_answers == ["Paris", "City of Light"] and q.gold_passages == ["A\na"]
 
 
 def test_contexts_layout_and_popqa_answers(tmp_path):
-    rec = {"question": "Q?", "obj": "Rome", "o_wiki_title": "Rome (city)", "possible_answers": ["Roma"],
-           "o_aliases": "Eternal City",
-           "contexts": [{"title": "R", "text": "r", "is_supporting": True}, {"title": "S", "text": "s", "is_supporting": False}]}
+    rec = {
+        "question": "Q?",
+        "obj": "Rome",
+        "o_wiki_title": "Rome (city)",
+        "possible_answers": ["Roma"],
+        "o_aliases": "Eternal City",
+        "contexts": [
+            {"title": "R", "text": "r", "is_supporting": True},
+            {"title": "S", "text": "s", "is_supporting": False},
+        ],
+    }
     [q] = load(tmp_path, [rec])
     assert q.gold_answers == ["Rome", "Rome (city)", "Roma", "Eternal City"]
     assert q.gold_passages == ["R\nr"] and q.has_gold
@@ -61,14 +78,17 @@ def test_questions_without_gold_passages_are_marked(tmp_path):
 
 def test_malformed_original_record_names_record(tmp_path):
     bad = dict(ORIGINAL, _id="zz9", context=[["Ann Lee"]])
-    with pytest.raises(DatasetError, match=r"q.json: record 1 \(id 'zz9'\): malformed gold passages .*supporting_facts"):
+    with pytest.raises(
+        DatasetError, match=r"q.json: record 1 \(id 'zz9'\): malformed gold passages .*supporting_facts"
+    ):
         load(tmp_path, [ORIGINAL, bad], name="2wiki")
 
 
 def test_missing_data_dir_says_where_it_looked(tmp_path, monkeypatch, settings):
     monkeypatch.setenv("HIPPORAG_DATA_DIR", str(tmp_path / "nope"))
-    cfg = settings("dataset=musique_train", "dataset.name=m", "dataset.questions=m/q.json",
-                   "dataset.corpus=m/c.json").dataset
+    cfg = settings(
+        "dataset=musique_train", "dataset.name=m", "dataset.questions=m/q.json", "dataset.corpus=m/c.json"
+    ).dataset
     with pytest.raises(DatasetError, match=r"nope \(from \$HIPPORAG_DATA_DIR\) does not exist"):
         load_dataset(cfg)
     monkeypatch.setenv("HIPPORAG_DATA_DIR", str(tmp_path))
@@ -88,5 +108,8 @@ def test_hub_offline_fails_clearly(monkeypatch, tmp_path, settings):
 
     monkeypatch.setattr(hc, "HF_HUB_OFFLINE", True)
     cfg = settings("dataset=hub", "dataset.hub_name=musique").dataset
-    with pytest.raises(DatasetError, match=r"could not fetch musique.json from the Hugging Face dataset osunlp/HippoRAG_2.*dataset=files"):
+    with pytest.raises(
+        DatasetError,
+        match=r"could not fetch musique.json from the Hugging Face dataset osunlp/HippoRAG_2.*dataset=files",
+    ):
         load_dataset(cfg)

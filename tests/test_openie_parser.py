@@ -11,16 +11,19 @@ GOOD_TRIPLES = {"triples": [["Ada Brenn", "born in", "Marlow"], ["Marlow", "lies
 EXPECTED = [["Ada Brenn", "born in", "Marlow"], ["Marlow", "lies on", "River Elm"]]
 
 
-@pytest.mark.parametrize("text", [
-    json.dumps(GOOD_TRIPLES),
-    "```json\n" + json.dumps(GOOD_TRIPLES) + "\n```",
-    "Sure! Here are the triples:\n" + json.dumps(GOOD_TRIPLES) + "\nLet me know if you need more.",
-    str(GOOD_TRIPLES),  # Python repr: single quotes
-    json.dumps({"result": {"Triples": EXPECTED}}),  # nested, other case
-    json.dumps(EXPECTED),  # a bare list
-    json.dumps({"triples": [[t] for t in EXPECTED]}),  # one nesting level too many
-    json.dumps({"triples": [{"subject": s, "predicate": p, "object": o} for s, p, o in EXPECTED]}),
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(GOOD_TRIPLES),
+        "```json\n" + json.dumps(GOOD_TRIPLES) + "\n```",
+        "Sure! Here are the triples:\n" + json.dumps(GOOD_TRIPLES) + "\nLet me know if you need more.",
+        str(GOOD_TRIPLES),  # Python repr: single quotes
+        json.dumps({"result": {"Triples": EXPECTED}}),  # nested, other case
+        json.dumps(EXPECTED),  # a bare list
+        json.dumps({"triples": [[t] for t in EXPECTED]}),  # one nesting level too many
+        json.dumps({"triples": [{"subject": s, "predicate": p, "object": o} for s, p, o in EXPECTED]}),
+    ],
+)
 def test_recovers_common_malformations(text):
     r = parse_triples(text)
     assert r.error is None and r.items == EXPECTED
@@ -33,7 +36,9 @@ def test_truncated_json_keeps_complete_triples():
 
 
 def test_wrong_lengths_and_non_strings_are_dropped_and_counted():
-    r = parse_triples(json.dumps({"triples": [["a", "b"], ["a", "b", "c", "d"], ["x", 1902, "y"], [None, "p", "o"], "str"]}))
+    r = parse_triples(
+        json.dumps({"triples": [["a", "b"], ["a", "b", "c", "d"], ["x", 1902, "y"], [None, "p", "o"], "str"]})
+    )
     assert r.items == [["x", "1902", "y"]] and r.dropped == 4
 
 
@@ -76,7 +81,7 @@ def drop_char(s, rng):
     if not s:
         return s
     i = rng.randrange(len(s))
-    return s[:i] + s[i + 1:]
+    return s[:i] + s[i + 1 :]
 
 
 @mutation
@@ -93,8 +98,10 @@ def renest(s, rng):
 def random_output(rng):
     triples = []
     for _ in range(rng.randrange(0, 6)):
-        t = [rng.choice(["Ada", "Marlow", "River Elm", "1902", "", "x" * rng.randrange(1, 30)])
-             for _ in range(rng.choice([1, 2, 3, 3, 3, 4]))]
+        t = [
+            rng.choice(["Ada", "Marlow", "River Elm", "1902", "", "x" * rng.randrange(1, 30)])
+            for _ in range(rng.choice([1, 2, 3, 3, 3, 4]))
+        ]
         if rng.random() < 0.2:
             t[0] = rng.choice([None, 7, 3.5, True, ["nested"], {"k": "v"}])
         triples.append(t)
@@ -114,8 +121,10 @@ def test_fuzz_no_exception_escapes_and_every_output_is_recorded():
             for parse in (parse_triples, parse_entities):
                 r = parse(text)
                 assert r.error is not None or isinstance(r.items, list)
-                assert all(isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) and x for x in t)
-                           for t in (r.items if parse is parse_triples else []))
+                assert all(
+                    isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) and x for x in t)
+                    for t in (r.items if parse is parse_triples else [])
+                )
             recorded += 1
         except AssertionError:
             raise

@@ -31,8 +31,12 @@ def hub_cache(root: Path) -> dict[str, Path]:
     """An HF cache (HF_HOME=root) with one snapshot of the release; returns {release file name: source file}."""
     files = {"musique.json": demo_data_dir() / "demo.json", "musique_corpus.json": demo_data_dir() / "demo_corpus.json"}
     if TWOWIKI.is_dir():
-        files.update({"2wikimultihopqa.json": TWOWIKI / "2wikimultihopqa_30.json",
-                      "2wikimultihopqa_corpus.json": TWOWIKI / "2wikimultihopqa_corpus.json"})
+        files.update(
+            {
+                "2wikimultihopqa.json": TWOWIKI / "2wikimultihopqa_30.json",
+                "2wikimultihopqa_corpus.json": TWOWIKI / "2wikimultihopqa_corpus.json",
+            }
+        )
     repo = root / "hub" / "datasets--osunlp--HippoRAG_2"
     snapshot = repo / "snapshots" / COMMIT
     snapshot.mkdir(parents=True)
@@ -58,12 +62,27 @@ def preset(name: str, data_dir: Path):
 
 
 def test_offline_without_cache_fails_with_one_clear_error(tmp_path):
-    proc = run_cli("-m", "hipporag.prepare_datasets", "--datasets", "musique,nq", "--out", str(tmp_path / "data"),
-                   env=hf_env(tmp_path / "empty"), expect_rc=1)
+    proc = run_cli(
+        "-m",
+        "hipporag.prepare_datasets",
+        "--datasets",
+        "musique,nq",
+        "--out",
+        str(tmp_path / "data"),
+        env=hf_env(tmp_path / "empty"),
+        expect_rc=1,
+    )
     err = proc.stderr
     assert "Traceback" not in err and err.count("error:") == 1
-    assert "error: musique: could not fetch musique.json from the Hugging Face dataset osunlp/HippoRAG_2 (revision main" in err
-    assert "HF_HUB_OFFLINE is set" in err and "--from" in err and "https://huggingface.co/datasets/osunlp/HippoRAG_2" in err
+    assert (
+        "error: musique: could not fetch musique.json from the Hugging Face dataset osunlp/HippoRAG_2 (revision main"
+        in err
+    )
+    assert (
+        "HF_HUB_OFFLINE is set" in err
+        and "--from" in err
+        and "https://huggingface.co/datasets/osunlp/HippoRAG_2" in err
+    )
     assert not (tmp_path / "data" / "musique").exists()
 
 
@@ -71,8 +90,9 @@ def test_release_from_the_hub_cache_is_copied_checked_and_documented(tmp_path):
     files = hub_cache(tmp_path / "hf")
     names = ["musique"] + (["2wikimultihopqa"] if "2wikimultihopqa.json" in files else [])
     out = tmp_path / "data"
-    proc = run_cli("-m", "hipporag.prepare_datasets", "--datasets", ",".join(names), "--out", str(out),
-                   env=hf_env(tmp_path / "hf"))
+    proc = run_cli(
+        "-m", "hipporag.prepare_datasets", "--datasets", ",".join(names), "--out", str(out), env=hf_env(tmp_path / "hf")
+    )
     assert f"osunlp/HippoRAG_2@{COMMIT}  20 questions (20 with gold), 45 passages" in proc.stdout
     for name in names:
         folder = out / name
@@ -95,12 +115,31 @@ def test_release_files_from_a_local_folder(tmp_path):
     hub_cache(tmp_path / "hf")
     folder = tmp_path / "hf" / "hub" / "datasets--osunlp--HippoRAG_2" / "snapshots" / COMMIT
     out = tmp_path / "data"
-    proc = run_cli("-m", "hipporag.prepare_datasets", "--datasets", "musique", "--out", str(out), "--from", str(folder),
-                   env=hf_env(tmp_path / "empty"))
+    proc = run_cli(
+        "-m",
+        "hipporag.prepare_datasets",
+        "--datasets",
+        "musique",
+        "--out",
+        str(out),
+        "--from",
+        str(folder),
+        env=hf_env(tmp_path / "empty"),
+    )
     assert "20 questions" in proc.stdout
     assert f"copied from the local folder {folder}" in (out / "musique" / "SOURCE.md").read_text()
-    proc = run_cli("-m", "hipporag.prepare_datasets", "--datasets", "popqa", "--out", str(out), "--from", str(folder),
-                   env=hf_env(tmp_path / "empty"), expect_rc=1)
+    proc = run_cli(
+        "-m",
+        "hipporag.prepare_datasets",
+        "--datasets",
+        "popqa",
+        "--out",
+        str(out),
+        "--from",
+        str(folder),
+        env=hf_env(tmp_path / "empty"),
+        expect_rc=1,
+    )
     assert "popqa.json" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -108,4 +147,7 @@ def test_release_files_from_a_local_folder(tmp_path):
 def test_dataset_presets_read_the_prepared_layout(name, tmp_path):
     cfg = preset(name, tmp_path)
     assert cfg.name == name and cfg.source == "data_dir"
-    assert (cfg.questions, cfg.corpus) == (f"{name}/{release_name(name)}.json", f"{name}/{release_name(name)}_corpus.json")
+    assert (cfg.questions, cfg.corpus) == (
+        f"{name}/{release_name(name)}.json",
+        f"{name}/{release_name(name)}_corpus.json",
+    )

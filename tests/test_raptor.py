@@ -11,12 +11,12 @@ import pytest
 from cli import run_cli
 from openai_server import start
 
+from hipporag.core.registry import options_dict
 from hipporag.data.dataset import Query
 from hipporag.data.sources import load_dataset
 from hipporag.index.build import build_index
 from hipporag.index.embed import EmbeddingCache, build_embedder
 from hipporag.index.openie import build_extractor
-from hipporag.core.registry import options_dict
 from hipporag.llm.backends import build_llm
 from hipporag.llm.cached import CachedLLM
 from hipporag.llm.openai_chat import OpenAIChatLLM
@@ -96,8 +96,9 @@ def llm(cache, settings):
 def context(passages, models, cache, llm, cache_dir=None):
     embedder, extractor, knobs = models
     index, _ = build_index(passages, extractor, embedder, knobs, cache)
-    return RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), knobs=knobs, llm=llm,
-                            cache_dir=cache_dir)
+    return RetrievalContext(
+        index=index, embeddings=EmbeddingCache(embedder, cache), knobs=knobs, llm=llm, cache_dir=cache_dir
+    )
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +138,11 @@ def reference_walk(sims_row: np.ndarray, leaves: list[list[int]], n_passages: in
 def test_a_summary_that_matches_first_brings_its_leaves_to_the_top(tiny):
     ctx, tree, _ = tiny
     moons = next(s for s, leaves in enumerate(tree.leaves()) if set(leaves) == {12, 13, 14, 15})
-    queries = [Query(id="s", question=tree.texts[moons], gold_answers=["-"]),  # the summary itself: its node wins
-               Query(id="g", question="Which moon of Jupiter has a magnetic field?", gold_answers=["Ganymede"]),
-               Query(id="b", question="How long do bakers knead bread dough?", gold_answers=["ten minutes"])]
+    queries = [
+        Query(id="s", question=tree.texts[moons], gold_answers=["-"]),  # the summary itself: its node wins
+        Query(id="g", question="Which moon of Jupiter has a magnetic field?", gold_answers=["Ganymede"]),
+        Query(id="b", question="How long do bakers knead bread dough?", gold_answers=["ten minutes"]),
+    ]
     rankings = get_method("raptor", OPTIONS).retrieve(ctx, queries)
     first = rankings[0]
     assert first.diagnostics["top_nodes"][0][:2] == [16 + moons, 1]
@@ -170,8 +173,10 @@ def failing_llm(tmp_path_factory):
     """A real OpenAI-compatible server on localhost that answers every request with HTTP 503."""
     srv, server = start()
     server.fail_next = 10**6
-    yield CachedLLM(OpenAIChatLLM(model="smollm2", base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", max_retries=0),
-                    tmp_path_factory.mktemp("failing-llm"))
+    yield CachedLLM(
+        OpenAIChatLLM(model="smollm2", base_url=f"http://127.0.0.1:{srv.server_address[1]}/v1", max_retries=0),
+        tmp_path_factory.mktemp("failing-llm"),
+    )
     srv.shutdown()
 
 
@@ -183,7 +188,9 @@ def test_llm_errors_fall_back_to_extractive_summaries_and_are_counted(tiny, fail
     assert tree.stats["summary_errors"] == 4 and failing_llm.usage["raptor/summary"].errors - before == 4
     assert tree.leaves() == good.leaves()  # the tree is kept
     volcano = next(s for s, leaves in enumerate(tree.leaves()) if 0 in leaves)
-    assert tree.texts[volcano].startswith("Mount Ferro is a volcano that erupted in 1911. Ash Peak is an active volcano.")
+    assert tree.texts[volcano].startswith(
+        "Mount Ferro is a volcano that erupted in 1911. Ash Peak is an active volcano."
+    )
     with pytest.raises(RuntimeError, match="fail_on_llm_error"):
         build_tree(ctx.index.passages, ctx.index.passage_vecs, ctx.embeddings, failing_llm, options, fail_on_error=True)
 
@@ -206,7 +213,9 @@ def test_demo_rankings_cover_every_passage_with_monotone_scores(demo):
         assert np.all(np.diff(r.scores) <= 0)
         assert len(r.contexts) == 5
         for node, ctx_text in zip((v for v, _, _ in r.diagnostics["top_nodes"]), r.contexts):
-            assert ctx_text == (ctx.index.passages[node] if node < n else f"{SUMMARY_TITLE}\n{method.tree.texts[node - n]}")
+            assert ctx_text == (
+                ctx.index.passages[node] if node < n else f"{SUMMARY_TITLE}\n{method.tree.texts[node - n]}"
+            )
     assert any(c.startswith(SUMMARY_TITLE + "\n") for r in rankings for c in r.contexts)  # summaries do get read
     top5 = [{ctx.index.passages[i] for i in r.order[:5]} for r in rankings]
     recall5 = np.mean([len(set(q.gold_passages) & t) / len(q.gold_passages) for q, t in zip(dataset.queries, top5)])
@@ -241,8 +250,9 @@ def test_the_cached_tree_is_loaded_without_the_llm(demo, models, cache, tmp_path
     dataset, ctx, method, rankings = demo
     assert len(list((cache / "raptor").glob("*/tree.json"))) == 1
     fresh_llm = build_llm(settings().llm, cache)
-    ctx2 = RetrievalContext(index=ctx.index, embeddings=EmbeddingCache(models[0], cache), knobs=ctx.knobs,
-                            llm=fresh_llm, cache_dir=cache)
+    ctx2 = RetrievalContext(
+        index=ctx.index, embeddings=EmbeddingCache(models[0], cache), knobs=ctx.knobs, llm=fresh_llm, cache_dir=cache
+    )
     again = get_method("raptor", method.options)
     rankings2 = again.retrieve(ctx2, dataset.queries)
     assert again.tree_loaded and "raptor/summary" not in fresh_llm.usage and fresh_llm.backend._model is None
@@ -252,8 +262,9 @@ def test_the_cached_tree_is_loaded_without_the_llm(demo, models, cache, tmp_path
         assert np.array_equal(a.order, b.order) and a.contexts == b.contexts
     # another seed is another tree; the ranking cache keeps the reader's node texts
     other = method.options.__class__(**{**options_dict(method.options), "seed": 1})
-    assert tree_identity(ctx.index.passages, models[0], fresh_llm, other) != \
-        tree_identity(ctx.index.passages, models[0], fresh_llm, method.options)
+    assert tree_identity(ctx.index.passages, models[0], fresh_llm, other) != tree_identity(
+        ctx.index.passages, models[0], fresh_llm, method.options
+    )
     save_rankings(tmp_path, "k", rankings)
     loaded = load_rankings(tmp_path, "k")
     assert [r.contexts for r in loaded] == [r.contexts for r in rankings]
@@ -272,8 +283,15 @@ def test_reader_sees_the_retrieved_nodes(demo):
 
 def test_cli_run(demo, cache, tmp_path):
     """`python run.py method=raptor` on the demo corpus: the tree comes from the cache built above."""
-    run_cli("run.py", "method=raptor", "method.max_new_tokens=32", "tracker=none", "read=false", f"cache_dir={cache}",
-            f"hydra.run.dir={tmp_path / 'run'}")
+    run_cli(
+        "run.py",
+        "method=raptor",
+        "method.max_new_tokens=32",
+        "tracker=none",
+        "read=false",
+        f"cache_dir={cache}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert set(metrics["methods"]) == {"raptor", "dense"}
     raptor = metrics["methods"]["raptor"]

@@ -25,8 +25,14 @@ class ToyOptions:
 
 @pytest.fixture
 def toy_method(tmp_path, monkeypatch):
-    @register_method("toy", cache_knobs=("method_options", "damping"), options=ToyOptions,
-                     setting_fields=("retriever", "llm"), llm_role="toy LLM", ablation_knobs=("passage_nodes",))
+    @register_method(
+        "toy",
+        cache_knobs=("method_options", "damping"),
+        options=ToyOptions,
+        setting_fields=("retriever", "llm"),
+        llm_role="toy LLM",
+        ablation_knobs=("passage_nodes",),
+    )
     class Toy:
         def __init__(self, options):
             self.options = options
@@ -37,8 +43,11 @@ def toy_method(tmp_path, monkeypatch):
     # its defaults come from its YAML file only: conf/method/toy.yaml, here read from a temporary folder
     (tmp_path / "method").mkdir()
     (tmp_path / "method" / "toy.yaml").write_text("name: toy\ndepth: 2\n")
-    shipped = lambda group, name: (OmegaConf.to_container(OmegaConf.load(tmp_path / group / f"{name}.yaml"))
-                                   if name == "toy" else group_config(group, name))
+    shipped = lambda group, name: (
+        OmegaConf.to_container(OmegaConf.load(tmp_path / group / f"{name}.yaml"))
+        if name == "toy"
+        else group_config(group, name)
+    )
     monkeypatch.setattr("hipporag.retrieval.methods.registry.group_config", shipped)
     yield Toy
     METHODS.remove("toy")
@@ -51,8 +60,9 @@ def test_a_registered_method_is_known_everywhere(toy_method):
     built = get_method("toy")
     assert isinstance(built, toy_method) and built.options == ToyOptions(depth=2) and built.name == "toy"
     assert get_method("toy", {"depth": 5}).options.depth == 5
-    key = lambda **p: ranking_key("index", "toy", {"method_options": {"name": "toy", "depth": 2}, "damping": 0.5, **p},
-                                  ["q"])
+    key = lambda **p: ranking_key(
+        "index", "toy", {"method_options": {"name": "toy", "depth": 2}, "damping": 0.5, **p}, ["q"]
+    )
     assert key() != key(damping=0.7) and key() == key(passage_node_weight=0.3)
     assert ablation_knobs("toy") == ("passage_nodes",)
     cfg.method.depth = 0
@@ -118,5 +128,7 @@ def test_an_unknown_part_is_refused_naming_the_knob_and_the_choices():
         parts.register("a")(lambda o: 2)
     cfg = compose()
     cfg.dataset.source = "ftp"
-    with pytest.raises(SettingError, match=r"dataset.source='ftp' is not allowed: expected one of demo, data_dir, files, hub"):
+    with pytest.raises(
+        SettingError, match=r"dataset.source='ftp' is not allowed: expected one of demo, data_dir, files, hub"
+    ):
         load_settings(cfg)

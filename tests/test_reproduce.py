@@ -28,8 +28,15 @@ NUMBERS = ROOT / "reproduce" / "paper_numbers"
 
 
 def sweep(tmp: Path, name: str, *overrides: str) -> Path:
-    run_cli("run.py", "-m", *overrides, "tracker=none", "read=false", f"cache_dir={tmp / 'cache'}",
-            f"hydra.sweep.dir={tmp / name}")
+    run_cli(
+        "run.py",
+        "-m",
+        *overrides,
+        "tracker=none",
+        "read=false",
+        f"cache_dir={tmp / 'cache'}",
+        f"hydra.sweep.dir={tmp / name}",
+    )
     return tmp / name
 
 
@@ -98,11 +105,23 @@ def test_unknown_table_and_missing_experiment_are_clear_errors(v1_sweep):
     proc = run_cli("-m", "hipporag.reproduce", str(plain), expect_rc=2)
     assert "not run with +experiment=NAME" in proc.stderr and "--table" in proc.stderr
     proc = run_cli("-m", "hipporag.reproduce", str(plain), "--table", "v1_table2", "--paper-dataset", "2wikimultihopqa")
-    assert table_rows(proc.stdout)["bm25"]["recall@5 paper"] == f"{paper_value('BM25', 'recall@5', '2wikimultihopqa'):.1f}"
+    assert (
+        table_rows(proc.stdout)["bm25"]["recall@5 paper"] == f"{paper_value('BM25', 'recall@5', '2wikimultihopqa'):.1f}"
+    )
 
 
-@pytest.mark.parametrize("ablation", ["full", "no_filter", "no_passage_nodes", "ner_to_node", "query_to_node",
-                                      "no_synonymy_edges", "no_node_specificity"])
+@pytest.mark.parametrize(
+    "ablation",
+    [
+        "full",
+        "no_filter",
+        "no_passage_nodes",
+        "ner_to_node",
+        "query_to_node",
+        "no_synonymy_edges",
+        "no_node_specificity",
+    ],
+)
 def test_ablation_switches_are_recognised_from_the_resolved_config(ablation):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose(config_name="config", overrides=[f"+ablation={ablation}"])
@@ -117,9 +136,22 @@ def test_paper_number_files_parse_and_every_row_has_a_source():
     assert all(r["file"].name in source_md for r in rows)
     ablations = {p.stem for p in (ROOT / "conf" / "ablation").glob("*.yaml")}
     # project names where the project has the method / ablation; the papers' other rows keep their own names
-    assert {r["method"] for r in rows} <= {"dense", "bm25", "raptor", "hipporag", "hipporag2", "colbertv2", "proposition"}
-    v1_extra = {"openie_rebel", "openie_llama3.1_8b", "openie_llama3.1_70b", "ppr_query_nodes_only",
-                "ppr_query_nodes_and_neighbors"}
+    assert {r["method"] for r in rows} <= {
+        "dense",
+        "bm25",
+        "raptor",
+        "hipporag",
+        "hipporag2",
+        "colbertv2",
+        "proposition",
+    }
+    v1_extra = {
+        "openie_rebel",
+        "openie_llama3.1_8b",
+        "openie_llama3.1_70b",
+        "ppr_query_nodes_only",
+        "ppr_query_nodes_and_neighbors",
+    }
     assert {r["ablation"] for r in rows} - {""} <= ablations | v1_extra
     for name, table in TABLES.items():
         assert load_table(table), name
@@ -149,6 +181,14 @@ def test_a_malformed_paper_number_file_names_the_file_and_record(tmp_path):
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(PaperNumbersError, match=r"hipporag2_table4.csv: record at line 3: value 'n/a' is not a number"):
         load_file(bad)
-    proc = run_cli("-m", "hipporag.reproduce", str(tmp_path), "--table", "table4_ablations", "--paper-numbers",
-                   str(tmp_path / "nowhere"), expect_rc=2)
+    proc = run_cli(
+        "-m",
+        "hipporag.reproduce",
+        str(tmp_path),
+        "--table",
+        "table4_ablations",
+        "--paper-numbers",
+        str(tmp_path / "nowhere"),
+        expect_rc=2,
+    )
     assert "paper numbers not found at" in proc.stderr and "--paper-numbers" in proc.stderr

@@ -2,9 +2,9 @@
 config group option and preset job composes and validates without running."""
 
 import pytest
-from omegaconf import OmegaConf
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
+from omegaconf import OmegaConf
 
 from hipporag.core.errors import SettingError
 from hipporag.core.knobs import INDEX_KNOBS, QUERY_KNOBS, RULES, RUN_KNOBS, Knobs
@@ -20,11 +20,27 @@ def test_every_top_level_knob_is_declared_once_with_a_class():
     assert set().union(*classes) == set(RULES) and sum(map(len, classes)) == len(RULES)
 
 
-@pytest.mark.parametrize("overrides", [
-    [], ["method=bm25"], ["method=raptor"], ["method=hipporag"], ["llm=openai"], ["llm=vllm"], ["dataset=musique_train"],
-    ["extractor=imported"], ["extractor=llm"], ["embedder=openai"], ["baseline=null"], ["ppr_device=cuda:1"],
-    ["damping=0"], ["damping=0.99"], ["+ablation=full"], ["baseline=bm25"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["method=bm25"],
+        ["method=raptor"],
+        ["method=hipporag"],
+        ["llm=openai"],
+        ["llm=vllm"],
+        ["dataset=musique_train"],
+        ["extractor=imported"],
+        ["extractor=llm"],
+        ["embedder=openai"],
+        ["baseline=null"],
+        ["ppr_device=cuda:1"],
+        ["damping=0"],
+        ["damping=0.99"],
+        ["+ablation=full"],
+        ["baseline=bm25"],
+    ],
+)
 def test_shipped_configs_pass(overrides):
     load_settings(compose(*overrides))
 
@@ -41,32 +57,50 @@ def test_the_stages_get_typed_values():
     assert s.reader.max_new_tokens == 64 and s.reader.examples[0]["question"].startswith("On which river")
 
 
-@pytest.mark.parametrize("override, message", [
-    ("retrieval_top_k=0", "retrieval_top_k=0 is not allowed: expected an integer >= 1"),
-    ("linking_top_k=0", "linking_top_k=0 is not allowed: expected an integer >= 1"),
-    ("qa_top_k=-3", "qa_top_k=-3 is not allowed"),
-    ("passage_node_weight=-1", "passage_node_weight=-1 is not allowed: expected a number >= 0"),
-    ("damping=1.5", "damping=1.5 is not allowed: expected a number in [0, 1)"),
-    ("damping=1", "damping=1 is not allowed"),
-    ("damping=abc", "damping='abc' is not allowed"),
-    ("filter=maybe", "filter='maybe' is not allowed: expected one of none, llm"),
-    ("passage_nodes=3", "passage_nodes=3 is not allowed: expected true or false"),
-    ("retrieval_top_k=2.5", "retrieval_top_k=2.5 is not allowed"),
-    ("ppr_device=gpu", "ppr_device='gpu' is not allowed: expected auto, cpu, cuda or cuda:N"),
-    ("baseline=nope", "baseline='nope' is not allowed: expected one of bm25, dense, hipporag, hipporag2, raptor or null"),
-    ("max_llm_error_rate=2", "max_llm_error_rate=2 is not allowed: expected a number in [0, 1]"),
-    ("filter_prompt=/no/such/file.json", "filter_prompt='/no/such/file.json' is not allowed: expected the path of an existing file"),
-    ("dataset.limit=0", "dataset.limit=0 is not allowed: expected an integer >= 1 or null"),
-    ("llm.temperature=-0.1", "llm.temperature=-0.1 is not allowed: expected a number >= 0"),
-    ("embedder.batch_size=0", "embedder.batch_size=0 is not allowed"),
-    ("+embedder.batch=8", "embedder.batch is not an option of embedder sentence-transformers (its options: model, batch_size"),
-    ("+llm.top_p=0.9", "llm.top_p is not an option of LLM backend transformers"),
-    ("~extractor.batch_size", "extractor.batch_size is missing from the config of extractor spacy"),
-    ("+dampng=0.3", "dampng is not an option of conf/config.yaml"),
-    ("+embedder.instructions.query_to_fact=3", "embedder.instructions={'query_to_fact': 3} is not allowed: expected a mapping"),
-    ("tracker.mode=sometimes", "tracker.mode='sometimes' is not allowed: expected one of auto, online, offline, disabled"),
-    ("reader.examples=[{question: q}]", "reader.examples=[{'question': 'q'}] is not allowed: expected a list of"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("retrieval_top_k=0", "retrieval_top_k=0 is not allowed: expected an integer >= 1"),
+        ("linking_top_k=0", "linking_top_k=0 is not allowed: expected an integer >= 1"),
+        ("qa_top_k=-3", "qa_top_k=-3 is not allowed"),
+        ("passage_node_weight=-1", "passage_node_weight=-1 is not allowed: expected a number >= 0"),
+        ("damping=1.5", "damping=1.5 is not allowed: expected a number in [0, 1)"),
+        ("damping=1", "damping=1 is not allowed"),
+        ("damping=abc", "damping='abc' is not allowed"),
+        ("filter=maybe", "filter='maybe' is not allowed: expected one of none, llm"),
+        ("passage_nodes=3", "passage_nodes=3 is not allowed: expected true or false"),
+        ("retrieval_top_k=2.5", "retrieval_top_k=2.5 is not allowed"),
+        ("ppr_device=gpu", "ppr_device='gpu' is not allowed: expected auto, cpu, cuda or cuda:N"),
+        (
+            "baseline=nope",
+            "baseline='nope' is not allowed: expected one of bm25, dense, hipporag, hipporag2, raptor or null",
+        ),
+        ("max_llm_error_rate=2", "max_llm_error_rate=2 is not allowed: expected a number in [0, 1]"),
+        (
+            "filter_prompt=/no/such/file.json",
+            "filter_prompt='/no/such/file.json' is not allowed: expected the path of an existing file",
+        ),
+        ("dataset.limit=0", "dataset.limit=0 is not allowed: expected an integer >= 1 or null"),
+        ("llm.temperature=-0.1", "llm.temperature=-0.1 is not allowed: expected a number >= 0"),
+        ("embedder.batch_size=0", "embedder.batch_size=0 is not allowed"),
+        (
+            "+embedder.batch=8",
+            "embedder.batch is not an option of embedder sentence-transformers (its options: model, batch_size",
+        ),
+        ("+llm.top_p=0.9", "llm.top_p is not an option of LLM backend transformers"),
+        ("~extractor.batch_size", "extractor.batch_size is missing from the config of extractor spacy"),
+        ("+dampng=0.3", "dampng is not an option of conf/config.yaml"),
+        (
+            "+embedder.instructions.query_to_fact=3",
+            "embedder.instructions={'query_to_fact': 3} is not allowed: expected a mapping",
+        ),
+        (
+            "tracker.mode=sometimes",
+            "tracker.mode='sometimes' is not allowed: expected one of auto, online, offline, disabled",
+        ),
+        ("reader.examples=[{question: q}]", "reader.examples=[{'question': 'q'}] is not allowed: expected a list of"),
+    ],
+)
 def test_bad_values_are_refused_with_the_knob_named(override, message):
     with pytest.raises(SettingError) as e:
         load_settings(compose(override))
@@ -80,7 +114,9 @@ def test_a_nested_part_is_checked_by_its_own_registry():
     assert s.extractor.options.fallback.name == "spacy" and s.extractor.options.fallback.options.batch_size == 64
     with pytest.raises(SettingError, match=r"extractor.fallback.batch_size=0 is not allowed: expected an integer >= 1"):
         load_settings(compose("extractor=imported", "extractor.fallback.batch_size=0"))
-    with pytest.raises(SettingError, match=r"extractor.fallback.name='nope' is not allowed: expected one of llm, spacy"):
+    with pytest.raises(
+        SettingError, match=r"extractor.fallback.name='nope' is not allowed: expected one of llm, spacy"
+    ):
         load_settings(compose("extractor=imported", "extractor.fallback.name=nope"))
     assert load_settings(compose("reader.examples=[]")).reader.examples == []  # zero-shot is allowed
 
@@ -91,8 +127,11 @@ def test_a_group_missing_from_the_defaults_list_is_named():
         load_settings(cfg)
 
 
-GROUP_OPTIONS = [f"{g}={p.stem}" if g != "ablation" else f"+ablation={p.stem}"
-                 for g in (*GROUPS, "ablation") for p in sorted((CONF_DIR / g).glob("*.yaml"))]
+GROUP_OPTIONS = [
+    f"{g}={p.stem}" if g != "ablation" else f"+ablation={p.stem}"
+    for g in (*GROUPS, "ablation")
+    for p in sorted((CONF_DIR / g).glob("*.yaml"))
+]
 
 
 @pytest.mark.parametrize("option", GROUP_OPTIONS)

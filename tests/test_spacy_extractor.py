@@ -11,7 +11,9 @@ def extractor():
 
 
 def test_triples_from_dependency_parse(extractor):
-    [e] = extractor.extract(["Tessel Works\nTessel Works was founded by Mira Castell. It makes glass lenses and bronze bells."])
+    [e] = extractor.extract(
+        ["Tessel Works\nTessel Works was founded by Mira Castell. It makes glass lenses and bronze bells."]
+    )
     assert e.error is None
     assert ["Tessel Works", "founded by", "Mira Castell"] in e.triples
     # pronoun subject resolved to the title; conjoined objects each get a triple
@@ -21,9 +23,11 @@ def test_triples_from_dependency_parse(extractor):
 
 
 def test_prepositions_appositions_and_relational_nouns(extractor):
-    [e] = extractor.extract([
-        "Mira Castell\nMira Castell, a chemist, was born in Harrowgate. She is the mayor of Lunden. Castell founded Tessel Works."
-    ])
+    [e] = extractor.extract(
+        [
+            "Mira Castell\nMira Castell, a chemist, was born in Harrowgate. She is the mayor of Lunden. Castell founded Tessel Works."
+        ]
+    )
     assert ["Mira Castell", "born in", "Harrowgate"] in e.triples
     assert ["Mira Castell", "is", "chemist"] in e.triples
     assert ["Mira Castell", "is mayor of", "Lunden"] in e.triples

@@ -15,15 +15,28 @@ SECRET = "sk-test-not-a-real-key-7731"
 
 
 def multirun(tmp: Path, *overrides: str, env_extra=None):
-    return run_cli("run.py", "-m", "read=false", f"cache_dir={tmp / 'cache'}", f"hydra.sweep.dir={tmp / 'sweep'}",
-                   *overrides, env=env_extra)
+    return run_cli(
+        "run.py",
+        "-m",
+        "read=false",
+        f"cache_dir={tmp / 'cache'}",
+        f"hydra.sweep.dir={tmp / 'sweep'}",
+        *overrides,
+        env=env_extra,
+    )
 
 
 @pytest.fixture(scope="module")
 def joblib_sweep(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("joblib")
-    proc = multirun(tmp, "damping=0.3,0.5,0.7", "hydra/launcher=joblib", "hydra.launcher.n_jobs=3", "tracker=wandb",
-                    env_extra={"WANDB_MODE": "offline", "OPENAI_API_KEY": SECRET, "WANDB_API_KEY": ""})
+    proc = multirun(
+        tmp,
+        "damping=0.3,0.5,0.7",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=3",
+        "tracker=wandb",
+        env_extra={"WANDB_MODE": "offline", "OPENAI_API_KEY": SECRET, "WANDB_API_KEY": ""},
+    )
     return tmp / "sweep", proc
 
 
@@ -40,17 +53,29 @@ def test_three_parallel_jobs_build_the_index_once(joblib_sweep):
     keys = {json.loads((sweep / str(i) / "metrics.json").read_text())["index"]["key"] for i in range(3)}
     assert len(keys) == 1
     # the baseline ranking is the same object for every job; hipporag2 differs with damping
-    dense = [json.loads((sweep / str(i) / "metrics.json").read_text())["methods"]["dense"]["recall@2"] for i in range(3)]
+    dense = [
+        json.loads((sweep / str(i) / "metrics.json").read_text())["methods"]["dense"]["recall@2"] for i in range(3)
+    ]
     assert len(set(dense)) == 1
 
 
 def test_cache_is_intact_after_the_race(joblib_sweep, tmp_path):
     sweep, _ = joblib_sweep
     cache = sweep.parent / "cache"
-    run_cli("run.py", "tracker=none", "read=false", "damping=0.5", f"cache_dir={cache}", f"hydra.run.dir={tmp_path / 'again'}")
+    run_cli(
+        "run.py",
+        "tracker=none",
+        "read=false",
+        "damping=0.5",
+        f"cache_dir={cache}",
+        f"hydra.run.dir={tmp_path / 'again'}",
+    )
     metrics = json.loads((tmp_path / "again" / "metrics.json").read_text())
     assert metrics["index"]["graph_cached"] and metrics["cache"]["embedding_misses"] == 0
-    assert metrics["methods"]["hipporag2"]["recall@5"] == json.loads((sweep / "1" / "metrics.json").read_text())["methods"]["hipporag2"]["recall@5"]
+    assert (
+        metrics["methods"]["hipporag2"]["recall@5"]
+        == json.loads((sweep / "1" / "metrics.json").read_text())["methods"]["hipporag2"]["recall@5"]
+    )
 
 
 def test_report_has_one_row_per_job_plus_baseline(joblib_sweep):
@@ -62,7 +87,10 @@ def test_report_has_one_row_per_job_plus_baseline(joblib_sweep):
     assert "Δrecall@5 (p)" in report
     frame = pd.read_csv(sweep / "report.csv")
     assert set(frame.method) == {"hipporag2", "dense"} and "damping" in frame.columns and "recall@5_p" in frame.columns
-    assert {p.name for p in (sweep / "plots").glob("*.png")} >= {"recall_at_5_vs_damping.png", "recall_at_2_vs_damping.png"}
+    assert {p.name for p in (sweep / "plots").glob("*.png")} >= {
+        "recall_at_5_vs_damping.png",
+        "recall_at_2_vs_damping.png",
+    }
     # the command-line report writes the same table, and into a marked block of a markdown file on request
     results = sweep.parent / "RESULTS.md"
     results.write_text("# Results\n\nkept text\n")
@@ -85,7 +113,8 @@ def test_wandb_offline_runs_are_grouped_and_complete(joblib_sweep):
         assert run["config"]["damping"] == damping and run["config"]["method.name"] == "hipporag2"
         assert run["summary"]["hipporag2/recall@5"] == pytest.approx(metrics["methods"]["hipporag2"]["recall@5"])
         assert run["summary"]["hipporag2/vs_baseline/recall@5/p_value"] == pytest.approx(
-            metrics["methods"]["hipporag2"]["vs_baseline"]["recall@5"]["p_value"])
+            metrics["methods"]["hipporag2"]["vs_baseline"]["recall@5"]["p_value"]
+        )
         assert "hipporag2/ci/recall@5/lo" in run["summary"] and "timing/total_s" in run["summary"]
         assert "per_query/_type" in run["history_keys"]
 
@@ -110,16 +139,27 @@ def test_experiment_presets_compose():
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        for name, knob, values in [("damping_sweep", "damping", "0.3,0.5,0.7,0.85"),
-                                   ("table5_passage_node_weight", "passage_node_weight", "0.01,0.05,0.1,0.3,0.5"),
-                                   ("linking_top_k", "linking_top_k", "3,5,10")]:
+        for name, knob, values in [
+            ("damping_sweep", "damping", "0.3,0.5,0.7,0.85"),
+            ("table5_passage_node_weight", "passage_node_weight", "0.01,0.05,0.1,0.3,0.5"),
+            ("linking_top_k", "linking_top_k", "3,5,10"),
+        ]:
             cfg = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
             assert str(cfg.hydra.sweeper.params[knob]) == values
-        for name, knob in [("table3_methods", "method"), ("table4_ablations", "+ablation"), ("v1_table2", "method"),
-                           ("v1_table5", "node_specificity"), ("table5_passage_node_weight", "passage_node_weight")]:
+        for name, knob in [
+            ("table3_methods", "method"),
+            ("table4_ablations", "+ablation"),
+            ("v1_table2", "method"),
+            ("v1_table5", "node_specificity"),
+            ("table5_passage_node_weight", "passage_node_weight"),
+        ]:
             cfg = compose("config", overrides=[f"+experiment={name}"], return_hydra_config=True)
             assert knob in cfg.hydra.sweeper.params, name
-        for ablation, key, value in [("full", "filter", "llm"), ("no_passage_nodes", "passage_nodes", False),
-                                     ("ner_to_node", "linking", "ner_to_node"), ("no_synonymy_edges", "synonymy_edges", False)]:
+        for ablation, key, value in [
+            ("full", "filter", "llm"),
+            ("no_passage_nodes", "passage_nodes", False),
+            ("ner_to_node", "linking", "ner_to_node"),
+            ("no_synonymy_edges", "synonymy_edges", False),
+        ]:
             cfg = compose("config", overrides=[f"+ablation={ablation}"])
             assert cfg[key] == value, ablation

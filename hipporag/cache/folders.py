@@ -56,8 +56,11 @@ def _remove_stale_temps(final_dir: Path) -> None:
 
 def write_checksums(folder: Path) -> None:
     """sha256 of every file of a built folder, written last: its presence says the build completed."""
-    sums = {p.relative_to(folder).as_posix(): file_digest(p)
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != CHECKSUMS}
+    sums = {
+        p.relative_to(folder).as_posix(): file_digest(p)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != CHECKSUMS
+    }
     atomic_write_json(folder / CHECKSUMS, sums)
 
 
@@ -148,8 +151,13 @@ def check_identity(manifest: dict, expected: dict, path: Path) -> None:
         )
 
 
-def load_or_build_folder(final_dir: Path, build: Callable[[Path], None], parsers: dict[str, Callable[[Path], object]],
-                         identity: dict, timeout: float = 3600.0) -> tuple[dict[str, object], bool]:
+def load_or_build_folder(
+    final_dir: Path,
+    build: Callable[[Path], None],
+    parsers: dict[str, Callable[[Path], object]],
+    identity: dict,
+    timeout: float = 3600.0,
+) -> tuple[dict[str, object], bool]:
     """(parsed files by name, loaded from the cache?) for a built folder holding manifest.json.
 
     Absent: `build(tmp)` writes its files under the lock. Damaged: one warning naming the file, the

@@ -110,8 +110,10 @@ class KeyValueStore:
             if not ({"key", "value"} <= columns("kv") and {"id", "identity"} <= columns("manifest")):
                 raise ValueError("tables without their columns")
             with conn:
-                conn.execute("INSERT OR IGNORE INTO manifest (id, identity) VALUES (1, ?)",
-                             (json.dumps(self.identity, sort_keys=True),))
+                conn.execute(
+                    "INSERT OR IGNORE INTO manifest (id, identity) VALUES (1, ?)",
+                    (json.dumps(self.identity, sort_keys=True),),
+                )
             stored = json.loads(conn.execute("SELECT CAST(identity AS BLOB) FROM manifest").fetchone()[0])
         except (TypeError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
             raise sqlite3.DatabaseError(f"unreadable schema or manifest ({e})") from None
@@ -134,11 +136,19 @@ class KeyValueStore:
                 return
             conn.execute("ALTER TABLE kv ADD COLUMN checksum TEXT")
             last, n = -1, 0
-            while rows := conn.execute("SELECT rowid, CAST(key AS BLOB), CAST(value AS BLOB) FROM kv WHERE rowid > ? "
-                                       "ORDER BY rowid LIMIT 5000", (last,)).fetchall():
-                conn.executemany("UPDATE kv SET checksum = ? WHERE rowid = ?",
-                                 [(value_checksum(k.decode("utf-8", "replace"), v), r) for r, k, v in rows
-                                  if k is not None and v is not None])
+            while rows := conn.execute(
+                "SELECT rowid, CAST(key AS BLOB), CAST(value AS BLOB) FROM kv WHERE rowid > ? "
+                "ORDER BY rowid LIMIT 5000",
+                (last,),
+            ).fetchall():
+                conn.executemany(
+                    "UPDATE kv SET checksum = ? WHERE rowid = ?",
+                    [
+                        (value_checksum(k.decode("utf-8", "replace"), v), r)
+                        for r, k, v in rows
+                        if k is not None and v is not None
+                    ],
+                )
                 last, n = rows[-1][0], n + len(rows)
             conn.commit()
         except BaseException:
@@ -175,8 +185,12 @@ class KeyValueStore:
             target = move_aside(self.path, companions=("-wal", "-shm", "-journal"))
         with _quick_checked_lock:
             _quick_checked.discard(str(self.path.resolve()))
-        log.warning("%s: damaged SQLite store (%s); moved aside to %s, its entries are recomputed",
-                    self.path, error, target.name)
+        log.warning(
+            "%s: damaged SQLite store (%s); moved aside to %s, its entries are recomputed",
+            self.path,
+            error,
+            target.name,
+        )
 
     # -- reads and writes
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
@@ -191,8 +205,11 @@ class KeyValueStore:
                 wanted = set(chunk)
                 marks = ",".join("?" * len(chunk))
                 # as bytes: a damaged text column must not fail the decoding of the whole query
-                for rowid, k, v, c in conn.execute("SELECT rowid, CAST(key AS BLOB), CAST(value AS BLOB), "
-                                                   f"CAST(checksum AS BLOB) FROM kv WHERE key IN ({marks})", chunk):
+                for rowid, k, v, c in conn.execute(
+                    "SELECT rowid, CAST(key AS BLOB), CAST(value AS BLOB), "
+                    f"CAST(checksum AS BLOB) FROM kv WHERE key IN ({marks})",
+                    chunk,
+                ):
                     key = k.decode("utf-8", "replace")
                     if key in wanted and c == value_checksum(key, v).encode():
                         found[key] = v
@@ -219,8 +236,11 @@ class KeyValueStore:
 
         def op(conn):
             with conn:  # one transaction: all or nothing. An upsert keeps a key's rowid (its insertion order)
-                conn.executemany("INSERT INTO kv (key, value, checksum) VALUES (?, ?, ?) ON CONFLICT(key) DO "
-                                 "UPDATE SET value = excluded.value, checksum = excluded.checksum", rows)
+                conn.executemany(
+                    "INSERT INTO kv (key, value, checksum) VALUES (?, ?, ?) ON CONFLICT(key) DO "
+                    "UPDATE SET value = excluded.value, checksum = excluded.checksum",
+                    rows,
+                )
 
         self._run(op)
 

@@ -15,6 +15,8 @@ def api_key_from_env(api_key_env: str, base_url: str | None, what: str) -> str:
     if key:
         return key
     if base_url is None or "api.openai.com" in base_url:
-        raise CredentialsError(f"{what} against the OpenAI API needs an API key in ${api_key_env}",
-                                hint=f"export {api_key_env}=..., or set base_url to a local OpenAI-compatible server")
+        raise CredentialsError(
+            f"{what} against the OpenAI API needs an API key in ${api_key_env}",
+            hint=f"export {api_key_env}=..., or set base_url to a local OpenAI-compatible server",
+        )
     return "no-key"

@@ -52,7 +52,9 @@ def check_value(key: str, value, rule: Rule) -> None:
     if value is None and rule.optional:
         return
     if not rule.ok(value):
-        raise SettingError(f"{key}={value!r} is not allowed: expected {rule.allowed}" + (" or null" if rule.optional else ""))
+        raise SettingError(
+            f"{key}={value!r} is not allowed: expected {rule.allowed}" + (" or null" if rule.optional else "")
+        )
 
 
 def parse_options(cls: type, values: Mapping, where: str, what: str) -> Any:
@@ -130,8 +132,8 @@ class Configured:
 
 class Registry:
     def __init__(self, kind: str, group: str, selector: str):
-        self.kind = kind          # for messages: "extractor"
-        self.group = group        # the config group: "extractor"
+        self.kind = kind  # for messages: "extractor"
+        self.group = group  # the config group: "extractor"
         self.selector = selector  # the key of the group that picks the part: "name"
         self._parts: dict[str, Part] = {}
 
@@ -180,7 +182,9 @@ class Registry:
     def entry(self, name, key: str | None = None) -> Part:
         """The part called `name`, or a SettingError naming the knob (`key`, default `<group>.<selector>`)."""
         if name not in self._parts:
-            raise SettingError(f"{key or self.config_key}={name!r} is not allowed: expected one of {', '.join(self.names())}")
+            raise SettingError(
+                f"{key or self.config_key}={name!r} is not allowed: expected one of {', '.join(self.names())}"
+            )
         return self._parts[name]
 
     # -- building
@@ -191,8 +195,9 @@ class Registry:
         part = self.entry(values.pop(self.selector, None), key=f"{where}.{self.selector}")
         if part.options is None:
             if values:
-                raise SettingError(f"{where}.{next(iter(values))} is not an option of {self.kind} {part.name} "
-                                   "(it has none)")
+                raise SettingError(
+                    f"{where}.{next(iter(values))} is not an option of {self.kind} {part.name} (it has none)"
+                )
             return Configured(self, part, None)
         return Configured(self, part, parse_options(part.options, values, where, f"{self.kind} {part.name}"))
 

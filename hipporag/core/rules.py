@@ -14,9 +14,9 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Rule:
-    allowed: str                      # what the error message says is allowed
+    allowed: str  # what the error message says is allowed
     ok: Callable[[object], bool]
-    optional: bool = False            # null is allowed too
+    optional: bool = False  # null is allowed too
 
 
 def _is_int(v) -> bool:
@@ -29,12 +29,18 @@ def _is_number(v) -> bool:
 
 def integer(lo: int | None = None, hi: int | None = None, optional: bool = False) -> Rule:
     bounds = (f" >= {lo}" if hi is None else f" in [{lo}, {hi}]") if lo is not None else ""
-    return Rule(f"an integer{bounds}", lambda v: _is_int(v) and (lo is None or v >= lo) and (hi is None or v <= hi),
-                optional)
+    return Rule(
+        f"an integer{bounds}", lambda v: _is_int(v) and (lo is None or v >= lo) and (hi is None or v <= hi), optional
+    )
 
 
-def number(lo: float | None = None, hi: float | None = None, hi_open: bool = False, lo_open: bool = False,
-           optional: bool = False) -> Rule:
+def number(
+    lo: float | None = None,
+    hi: float | None = None,
+    hi_open: bool = False,
+    lo_open: bool = False,
+    optional: bool = False,
+) -> Rule:
     if lo is not None and hi is not None:
         bounds = f" in {'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
     elif lo is not None:
@@ -65,16 +71,21 @@ def text(optional: bool = False) -> Rule:
 
 
 def existing_file(optional: bool = True) -> Rule:
-    return Rule("the path of an existing file", lambda v: isinstance(v, str) and Path(v).expanduser().is_file(), optional)
+    return Rule(
+        "the path of an existing file", lambda v: isinstance(v, str) and Path(v).expanduser().is_file(), optional
+    )
 
 
 def device_name() -> Rule:
-    return Rule("auto, cpu, cuda or cuda:N",
-                lambda v: isinstance(v, str) and (v in ("auto", "cpu", "cuda") or
-                                                  (v.startswith("cuda:") and v[5:].isdigit())))
+    return Rule(
+        "auto, cpu, cuda or cuda:N",
+        lambda v: isinstance(v, str) and (v in ("auto", "cpu", "cuda") or (v.startswith("cuda:") and v[5:].isdigit())),
+    )
 
 
 def text_mapping() -> Rule:
     """Names to strings, e.g. an embedder's query instruction per linking mode ({} for none)."""
-    return Rule("a mapping of names to strings",
-                lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()))
+    return Rule(
+        "a mapping of names to strings",
+        lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()),
+    )

@@ -52,14 +52,21 @@ class Dataset:
         corpus = set(self.passage_texts())
         absent = [(q.id, g) for q in self.queries for g in q.gold_passages if g not in corpus]
         total = sum(len(q.gold_passages) for q in self.queries)
-        self.gold_missing = {"passages": len(absent), "of": total,
-                             "queries": len({qid for qid, _ in absent}),
-                             "example": {"query_id": absent[0][0], "passage": absent[0][1][:200]} if absent else None}
+        self.gold_missing = {
+            "passages": len(absent),
+            "of": total,
+            "queries": len({qid for qid, _ in absent}),
+            "example": {"query_id": absent[0][0], "passage": absent[0][1][:200]} if absent else None,
+        }
         if absent:
             qid, example = absent[0]
-            message = (f"{source}: {len(absent)} of {total} gold passages ({self.gold_missing['queries']} questions) are "
-                       f"not in the corpus, e.g. question {qid!r}: {example[:60]!r}")
+            message = (
+                f"{source}: {len(absent)} of {total} gold passages ({self.gold_missing['queries']} questions) are "
+                f"not in the corpus, e.g. question {qid!r}: {example[:60]!r}"
+            )
             if strict:
-                raise DatasetError(message, hint="fix the corpus, or set dataset.strict_gold=false to score them as misses")
+                raise DatasetError(
+                    message, hint="fix the corpus, or set dataset.strict_gold=false to score them as misses"
+                )
             log.warning("%s; they count as misses (dataset.strict_gold=true refuses this)", message)
         return self.gold_missing

@@ -20,7 +20,9 @@ def _read_json(path: Path) -> object:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DatasetError(f"{path}: not UTF-8 text (byte offset {e.start}: {e.reason}, byte 0x{raw[e.start]:02x})") from e
+        raise DatasetError(
+            f"{path}: not UTF-8 text (byte offset {e.start}: {e.reason}, byte 0x{raw[e.start]:02x})"
+        ) from e
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
@@ -77,8 +79,11 @@ def gold_passages(record: dict, dataset_name: str) -> list[str] | None:
     elif "contexts" in record:
         gold = [f"{p['title']}\n{p['text']}" for p in record["contexts"] if p["is_supporting"]]
     elif "paragraphs" in record:
-        gold = [f"{p['title']}\n{p['text'] if 'text' in p else p['paragraph_text']}"
-                for p in record["paragraphs"] if p.get("is_supporting", True)]
+        gold = [
+            f"{p['title']}\n{p['text'] if 'text' in p else p['paragraph_text']}"
+            for p in record["paragraphs"]
+            if p.get("is_supporting", True)
+        ]
     else:
         return None
     return list(dict.fromkeys(gold))
@@ -118,11 +123,19 @@ def parse_questions(records: object, path: Path, dataset_name: str = "") -> list
         try:
             gold = gold_passages(record, dataset_name)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise DatasetError(f"{path}: {label}: malformed gold passages for layout "
-                               f"{detect_format(record)!r} ({e!r})") from e
+            raise DatasetError(
+                f"{path}: {label}: malformed gold passages for layout {detect_format(record)!r} ({e!r})"
+            ) from e
         qid = str(record.get("id", record.get("_id", i)))
-        queries.append(Query(id=qid, question=question, gold_answers=answers,
-                             gold_passages=gold if gold is not None else [], has_gold=gold is not None))
+        queries.append(
+            Query(
+                id=qid,
+                question=question,
+                gold_answers=answers,
+                gold_passages=gold if gold is not None else [],
+                has_gold=gold is not None,
+            )
+        )
     if not queries:
         raise DatasetError(f"{path}: the question list is empty")
     return queries
@@ -142,8 +155,9 @@ def parse_corpus(records: object, path: Path) -> list[Passage]:
     return corpus
 
 
-def load_files(name: str, questions_path: Path, corpus_path: Path, limit: int | None = None,
-               strict_gold: bool = False) -> Dataset:
+def load_files(
+    name: str, questions_path: Path, corpus_path: Path, limit: int | None = None, strict_gold: bool = False
+) -> Dataset:
     """A question file (any official layout) and a corpus file ([{title, text}]), checked against each other."""
     queries = parse_questions(_read_json(questions_path), questions_path, name)
     corpus = parse_corpus(_read_json(corpus_path), corpus_path)

@@ -30,11 +30,17 @@ def download_hipporag2_dataset(repo_id: str, name: str, revision: str | None = N
     files = []
     for filename in (f"{name}.json", f"{name}_corpus.json"):
         try:
-            files.append(Path(hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset", revision=revision)))
+            files.append(
+                Path(hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset", revision=revision))
+            )
         except Exception as e:  # offline, unknown file, no network: all end here with one clear message
             first_line = (str(e).strip().splitlines() or [""])[0]
-            offline = ("HF_HUB_OFFLINE is set, so only the local HF cache was searched: unset it on a machine "
-                       "with network access. " if _offline() else "")
+            offline = (
+                "HF_HUB_OFFLINE is set, so only the local HF cache was searched: unset it on a machine "
+                "with network access. "
+                if _offline()
+                else ""
+            )
             raise DatasetError(
                 f"could not fetch {filename} from the Hugging Face dataset {repo_id} (revision "
                 f"{revision or 'main'}; {type(e).__name__}: {first_line}). {offline}"

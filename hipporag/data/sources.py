@@ -47,9 +47,11 @@ def resolve_data_dir(configured: str | None) -> Path:
 def _data_dir_file(data_dir: Path, relative: str, what: str) -> Path:
     path = data_dir / relative
     if not path.is_file():
-        raise DatasetError(f"{what} file {path} not found in data directory {data_dir} "
-                           "(set HIPPORAG_DATA_DIR or dataset.data_dir; the full benchmarks are fetched with "
-                           "`python -m hipporag.prepare_datasets --datasets NAME --out DIR`)")
+        raise DatasetError(
+            f"{what} file {path} not found in data directory {data_dir} "
+            "(set HIPPORAG_DATA_DIR or dataset.data_dir; the full benchmarks are fetched with "
+            "`python -m hipporag.prepare_datasets --datasets NAME --out DIR`)"
+        )
     return path
 
 
@@ -99,8 +101,13 @@ def _demo(o: DatasetOptions) -> Dataset:
 @DATASET_SOURCES.register("data_dir", options=DataDirOptions)
 def _data_dir(o: DataDirOptions) -> Dataset:
     data_dir = resolve_data_dir(o.data_dir)
-    return load_files(o.name, _data_dir_file(data_dir, o.questions, "questions"),
-                      _data_dir_file(data_dir, o.corpus, "corpus"), o.limit, o.strict_gold)
+    return load_files(
+        o.name,
+        _data_dir_file(data_dir, o.questions, "questions"),
+        _data_dir_file(data_dir, o.corpus, "corpus"),
+        o.limit,
+        o.strict_gold,
+    )
 
 
 @DATASET_SOURCES.register("files", options=FilesOptions)

@@ -80,8 +80,9 @@ def _resample_means(values, resamples: int, seed: int):
     return x[idx].mean(axis=1)
 
 
-def bootstrap_ci(values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES,
-                 seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float], level: float = 0.95, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of per-query values."""
     import numpy as np
 
@@ -92,8 +93,9 @@ def bootstrap_ci(values: Sequence[float], level: float = 0.95, resamples: int = 
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
-def paired_bootstrap_pvalue(system: Sequence[float], baseline: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES,
-                            seed: int = BOOTSTRAP_SEED) -> float:
+def paired_bootstrap_pvalue(
+    system: Sequence[float], baseline: Sequence[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED
+) -> float:
     """Two-sided paired bootstrap test of mean(system - baseline) = 0 over the same queries.
 
     Resample queries with replacement; under the null the resampled mean difference, centred on the

@@ -6,8 +6,9 @@ from hipporag.core.textnorm import passage_id
 from hipporag.eval import metrics as M
 
 
-def score_method(name: str, queries, index, rankings, answers, raw, retrieval_top_k: int,
-                 reader_errors=None) -> tuple[dict, list[dict]]:
+def score_method(
+    name: str, queries, index, rankings, answers, raw, retrieval_top_k: int, reader_errors=None
+) -> tuple[dict, list[dict]]:
     """Per-query records and their means. Recall is averaged over queries that have gold passages;
     EM/F1 are absent when reading was skipped (`read=false`)."""
     records = []
@@ -18,16 +19,22 @@ def score_method(name: str, queries, index, rankings, answers, raw, retrieval_to
     for q, r, ans, resp, read_error in zip(queries, rankings, answers, raw, reader_errors):
         top = [index.passages[i] for i in r.order[:retrieval_top_k]]
         rec = {
-            "method": name, "query_id": q.id, "question": q.question, "gold_answers": list(q.gold_answers),
+            "method": name,
+            "query_id": q.id,
+            "question": q.question,
+            "gold_answers": list(q.gold_answers),
             "gold_passage_ids": [passage_id(g) for g in q.gold_passages],
             "top_passage_ids": [passage_id(p) for p in top],
             "top_scores": [float(s) for s in r.scores[:retrieval_top_k]],
-            "answer": ans, "response": resp,
+            "answer": ans,
+            "response": resp,
             "em": M.exact_match(ans, q.gold_answers) if read_done else None,
             "f1": M.f1_score(ans, q.gold_answers) if read_done else None,
             "fallback": bool(r.diagnostics.get("fallback", False)),
-            "filter_error": r.diagnostics.get("filter_error"), "reader_error": read_error,
-            "seeds": r.diagnostics.get("seeds", []), "facts": r.diagnostics.get("facts", []),
+            "filter_error": r.diagnostics.get("filter_error"),
+            "reader_error": read_error,
+            "seeds": r.diagnostics.get("seeds", []),
+            "facts": r.diagnostics.get("facts", []),
             "tie_at_cut": bool(r.diagnostics.get("tie_at_cut", False)),
         }
         rec.update(M.recall_dict(q.gold_passages, top) if q.has_gold else {f"recall@{k}": None for k in M.RECALL_KS})
@@ -36,8 +43,11 @@ def score_method(name: str, queries, index, rankings, answers, raw, retrieval_to
     for key in [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]:
         values = [r[key] for r in records if r[key] is not None]
         summary[key] = M.mean(values) if values else None
-    summary.update(n_queries=len(records), fallbacks=sum(r["fallback"] for r in records),
-                   ties_at_linking_cut=sum(r["tie_at_cut"] for r in records),
-                   filter_errors=sum(1 for r in records if r["filter_error"]),
-                   reader_errors=sum(1 for r in records if r["reader_error"]))
+    summary.update(
+        n_queries=len(records),
+        fallbacks=sum(r["fallback"] for r in records),
+        ties_at_linking_cut=sum(r["tie_at_cut"] for r in records),
+        filter_errors=sum(1 for r in records if r["filter_error"]),
+        reader_errors=sum(1 for r in records if r["reader_error"]),
+    )
     return summary, records

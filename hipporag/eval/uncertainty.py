@@ -19,10 +19,17 @@ def add_uncertainty(method_metrics: dict, records: list[dict], method: str, base
                 continue
             ci[key] = list(M.bootstrap_ci(values))
             if baseline and m != baseline and baseline in by_method:
-                pairs = [(r[key], b[key]) for r, b in zip(recs, by_method[baseline]) if r[key] is not None and b[key] is not None]
+                pairs = [
+                    (r[key], b[key])
+                    for r, b in zip(recs, by_method[baseline])
+                    if r[key] is not None and b[key] is not None
+                ]
                 if pairs:
                     ours, theirs = zip(*pairs)
-                    vs[key] = {"delta": M.mean(ours) - M.mean(theirs), "p_value": M.paired_bootstrap_pvalue(ours, theirs)}
+                    vs[key] = {
+                        "delta": M.mean(ours) - M.mean(theirs),
+                        "p_value": M.paired_bootstrap_pvalue(ours, theirs),
+                    }
         method_metrics[m]["ci"] = ci
         if vs:
             method_metrics[m]["vs_baseline"] = vs

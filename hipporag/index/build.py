@@ -30,7 +30,6 @@ from hipporag.index.synonymy import SynonymyStore
 log = logging.getLogger(__name__)
 
 
-
 @dataclass
 class Index:
     key: str
@@ -76,8 +75,9 @@ def index_identity(passages, extractor: Extractor, embedder, knobs: Knobs) -> di
     }
 
 
-def build_index(passages: list[str], extractor: Extractor, embedder, knobs: Knobs,
-                cache_dir: Path) -> tuple[Index, IndexReport]:
+def build_index(
+    passages: list[str], extractor: Extractor, embedder, knobs: Knobs, cache_dir: Path
+) -> tuple[Index, IndexReport]:
     """Build (or load) the index. Concurrent jobs asking for the same index serialise on a file lock:
     the first builds every stage, the others wait and then find everything in the cache."""
     cache_dir = Path(cache_dir)
@@ -95,8 +95,11 @@ def build_index(passages: list[str], extractor: Extractor, embedder, knobs: Knob
         if (cache_dir / "graph" / key).exists():
             log.info("Index %s: waited %.1f s, loading it from the cache", key, time.perf_counter() - t0)
         else:  # the builder died (or was killed): its committed OpenIE and embeddings are reused
-            log.warning("Index %s: waited %.1f s, but the job building it stopped before finishing; "
-                        "taking over its work here", key, time.perf_counter() - t0)
+            log.warning(
+                "Index %s: waited %.1f s, but the job building it stopped before finishing; taking over its work here",
+                key,
+                time.perf_counter() - t0,
+            )
     try:
         return _build_index_locked(passages, extractor, embedder, knobs, cache_dir, identity, key)
     finally:
@@ -106,8 +109,9 @@ def build_index(passages: list[str], extractor: Extractor, embedder, knobs: Knob
 def load_or_build_graph(graph_dir: Path, identity: dict, build) -> tuple[ig.Graph, dict, bool]:
     """(graph, stats, loaded from the cache?). `build(tmp)` writes graph.pickle, stats.json and manifest.json;
     a damaged folder is reported, removed and built again (cache.load_or_build_folder)."""
-    files, cached = load_or_build_folder(graph_dir, build, {"graph.pickle": lambda p: ig.Graph.Read_Pickle(str(p)),
-                                                             "stats.json": read_json}, identity)
+    files, cached = load_or_build_folder(
+        graph_dir, build, {"graph.pickle": lambda p: ig.Graph.Read_Pickle(str(p)), "stats.json": read_json}, identity
+    )
     return files["graph.pickle"], files["stats.json"], cached
 
 
@@ -136,8 +140,9 @@ def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: 
         if knobs.synonymy_edges and inputs.entities:
             t_syn = time.perf_counter()
             store = SynonymyStore(cache_dir, embedder.identity, knobs.synonymy_threshold)
-            synonymy = store.pairs(inputs.entities, lambda texts: embed.embed(texts, what="entities"),
-                                   knobs.synonymy_topk)
+            synonymy = store.pairs(
+                inputs.entities, lambda texts: embed.embed(texts, what="entities"), knobs.synonymy_topk
+            )
             report.timings["synonymy_s"] = time.perf_counter() - t_syn
             report.synonymy = dict(store.last_stats)
             store.close()
@@ -152,14 +157,23 @@ def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: 
         failpoints.hit("graph.written")
 
     if report.openie.failed_requests:  # a graph missing those passages' triples is never cached as good
-        log.warning("Graph %s: built for this run only, not cached: OpenIE failed for %d passages (LLM errors); "
-                    "a rerun extracts them again", key, report.openie.failed_requests)
+        log.warning(
+            "Graph %s: built for this run only, not cached: OpenIE failed for %d passages (LLM errors); "
+            "a rerun extracts them again",
+            key,
+            report.openie.failed_requests,
+        )
         graph, stats = make_graph()
     else:
         graph, stats, report.graph_cached = load_or_build_graph(cache_dir / "graph" / key, identity, build)
     report.timings["graph_s"] = time.perf_counter() - t0
-    log.info("Graph %s: %s (%d nodes, %d edges)", key, "loaded from cache" if report.graph_cached else "built",
-             graph.vcount(), graph.ecount())
+    log.info(
+        "Graph %s: %s (%d nodes, %d edges)",
+        key,
+        "loaded from cache" if report.graph_cached else "built",
+        graph.vcount(),
+        graph.ecount(),
+    )
 
     ent_index = {e: i for i, e in enumerate(inputs.entities)}
     counts = np.zeros(len(inputs.entities), dtype=np.float64)
@@ -167,8 +181,15 @@ def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: 
         for e in ents:
             counts[ent_index[e]] += 1
     index = Index(
-        key=key, passages=passages, entities=inputs.entities, facts=inputs.facts, graph=graph,
-        passage_vecs=passage_vecs, entity_vecs=entity_vecs, fact_vecs=fact_vecs,
-        entity_passage_count=counts, stats=stats,
+        key=key,
+        passages=passages,
+        entities=inputs.entities,
+        facts=inputs.facts,
+        graph=graph,
+        passage_vecs=passage_vecs,
+        entity_vecs=entity_vecs,
+        fact_vecs=fact_vecs,
+        entity_passage_count=counts,
+        stats=stats,
     )
     return index, report

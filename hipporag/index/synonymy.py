@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 MAX_SYNONYMS_PER_NODE = 101  # the official loop stops once it has kept more than 100
 
 
-def neighbour_lists_full(vectors: np.ndarray, names: list[str], threshold: float, block: int = 1024) -> list[list[tuple[int, float]]]:
+def neighbour_lists_full(
+    vectors: np.ndarray, names: list[str], threshold: float, block: int = 1024
+) -> list[list[tuple[int, float]]]:
     """All (j, cosine >= threshold) per row, from scratch: the reference the store must agree with."""
     out: list[list[tuple[int, float]]] = [[] for _ in names]
     for start in range(0, len(names), block):
@@ -87,11 +89,12 @@ class SynonymyStore:
             return
         everything = old + added
         vectors = embed(everything)
-        A = vectors[len(old):]
+        A = vectors[len(old) :]
         new_lists: dict[str, list] = {}
         grown: dict[int, list] = {}
-        for start in tqdm(range(0, len(added), block), desc="Synonymy KNN (new vs all)", unit="block",
-                          disable=len(added) <= block):
+        for start in tqdm(
+            range(0, len(added), block), desc="Synonymy KNN (new vs all)", unit="block", disable=len(added) <= block
+        ):
             sims = A[start : start + block] @ vectors.T
             for r, row in enumerate(sims):
                 js = np.nonzero(row >= self.threshold)[0]
@@ -106,8 +109,12 @@ class SynonymyStore:
                 new_lists[old[j]] = have + [x for x in extra if x[0] not in seen]
         self.store.put_many({t: json.dumps(n).encode() for t, n in new_lists.items()})  # one transaction
         self.last_stats["seconds"] = time.perf_counter() - t0
-        log.info("Synonymy: %d new entities compared with %d (%.1f s)", len(added), len(everything),
-                 self.last_stats["seconds"])
+        log.info(
+            "Synonymy: %d new entities compared with %d (%.1f s)",
+            len(added),
+            len(everything),
+            self.last_stats["seconds"],
+        )
 
     def lists_for(self, entities: list[str]) -> list[list[tuple[int, float]]]:
         """Neighbour lists restricted to `entities`, as indices into it. KeyError if one is not stored."""
@@ -115,7 +122,9 @@ class SynonymyStore:
         stored = self.store.get_many(entities)
         return [[(index[t], s) for t, s in json.loads(stored[e]) if t in index] for e in entities]
 
-    def pairs(self, entities: list[str], embed: Callable[[list[str]], np.ndarray], topk: int) -> dict[tuple[int, int], float]:
+    def pairs(
+        self, entities: list[str], embed: Callable[[list[str]], np.ndarray], topk: int
+    ) -> dict[tuple[int, int], float]:
         self.update(entities, embed)
         try:
             lists = self.lists_for(entities)

@@ -33,10 +33,10 @@ class TransformersOptions(LLMOptions):
 @dataclass(frozen=True)
 class OpenAIOptions(LLMOptions):
     base_url: str | None = option(text(optional=True))  # null: the OpenAI API
-    api_key_env: str = option(text())                    # the key is read from this variable, never the config
-    max_concurrency: int = option(integer(1))            # requests in flight at once
-    timeout: float = option(number(0, lo_open=True))     # seconds per request
-    max_retries: int = option(integer(0))                # retries of a transient failure, with backoff
+    api_key_env: str = option(text())  # the key is read from this variable, never the config
+    max_concurrency: int = option(integer(1))  # requests in flight at once
+    timeout: float = option(number(0, lo_open=True))  # seconds per request
+    max_retries: int = option(integer(0))  # retries of a transient failure, with backoff
 
 
 @dataclass(frozen=True)
@@ -67,13 +67,24 @@ def _transformers(o: TransformersOptions):
 def _openai(o: OpenAIOptions):
     from hipporag.llm.openai_chat import OpenAIChatLLM
 
-    return OpenAIChatLLM(model=o.model, base_url=o.base_url, api_key_env=o.api_key_env,
-                         max_concurrency=o.max_concurrency, timeout=o.timeout, max_retries=o.max_retries)
+    return OpenAIChatLLM(
+        model=o.model,
+        base_url=o.base_url,
+        api_key_env=o.api_key_env,
+        max_concurrency=o.max_concurrency,
+        timeout=o.timeout,
+        max_retries=o.max_retries,
+    )
 
 
 @LLM_BACKENDS.register("vllm", options=VLLMOptions)
 def _vllm(o: VLLMOptions):
     from hipporag.llm.vllm_chat import VLLMChatLLM
 
-    return VLLMChatLLM(model=o.model, tensor_parallel_size=o.tensor_parallel_size,
-                       gpu_memory_utilization=o.gpu_memory_utilization, max_model_len=o.max_model_len, dtype=o.dtype)
+    return VLLMChatLLM(
+        model=o.model,
+        tensor_parallel_size=o.tensor_parallel_size,
+        gpu_memory_utilization=o.gpu_memory_utilization,
+        max_model_len=o.max_model_len,
+        dtype=o.dtype,
+    )

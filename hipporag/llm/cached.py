@@ -29,8 +29,8 @@ class LLMUsage:
     input_tokens: int = 0
     output_tokens: int = 0
     seconds: float = 0.0
-    errors: int = 0      # requests that failed (after retries): nothing made from them is cached
-    unusable: int = 0    # answers that came back but could not be used (unparseable): cached, reproducible
+    errors: int = 0  # requests that failed (after retries): nothing made from them is cached
+    unusable: int = 0  # answers that came back but could not be used (unparseable): cached, reproducible
 
 
 class CachedLLM:
@@ -78,10 +78,15 @@ class CachedLLM:
             t0 = time.perf_counter()
             new = self.backend.generate([conversations[i] for i in missing], desc=stage, **params)
             usage.seconds += time.perf_counter() - t0
-            self.store.put_many({
-                keys[i]: json.dumps({"text": g.text, "input_tokens": g.input_tokens, "output_tokens": g.output_tokens}).encode()
-                for i, g in zip(missing, new) if g.error is None
-            })
+            self.store.put_many(
+                {
+                    keys[i]: json.dumps(
+                        {"text": g.text, "input_tokens": g.input_tokens, "output_tokens": g.output_tokens}
+                    ).encode()
+                    for i, g in zip(missing, new)
+                    if g.error is None
+                }
+            )
             for i, g in zip(missing, new):
                 results[i] = g
                 usage.input_tokens += g.input_tokens
@@ -89,9 +94,16 @@ class CachedLLM:
                 usage.errors += g.error is not None
             failed = [g.error for g in new if g.error is not None]
             if failed:
-                log.warning("LLM (%s): %d of %d requests failed (e.g. %s); their results are not cached",
-                            stage, len(failed), len(missing), failed[0])
+                log.warning(
+                    "LLM (%s): %d of %d requests failed (e.g. %s); their results are not cached",
+                    stage,
+                    len(failed),
+                    len(missing),
+                    failed[0],
+                )
                 if self.fail_fast:
-                    raise LLMFailureError(f"LLM {self.identity.get('model')} ({stage}): a request failed: {failed[0]}; "
-                                          "fail_on_llm_error=true stops the run")
+                    raise LLMFailureError(
+                        f"LLM {self.identity.get('model')} ({stage}): a request failed: {failed[0]}; "
+                        "fail_on_llm_error=true stops the run"
+                    )
         return results  # type: ignore[return-value]

@@ -31,8 +31,15 @@ def _transient(exc: BaseException) -> bool:
 
 
 class OpenAIChatLLM:
-    def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 max_concurrency: int = 8, timeout: float = 120, max_retries: int = 5):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        max_concurrency: int = 8,
+        timeout: float = 120,
+        max_retries: int = 5,
+    ):
         import openai
 
         key = api_key_from_env(api_key_env, base_url, "llm=openai")
@@ -42,8 +49,10 @@ class OpenAIChatLLM:
         self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
         self.identity = {"backend": "openai", "model": model, "base_url": base_url}
         self._call = retry(
-            retry=retry_if_exception(_transient), stop=stop_after_attempt(max_retries + 1),
-            wait=wait_exponential(multiplier=0.5, max=30), reraise=True,
+            retry=retry_if_exception(_transient),
+            stop=stop_after_attempt(max_retries + 1),
+            wait=wait_exponential(multiplier=0.5, max=30),
+            reraise=True,
         )(self._call_once)
 
     def check(self, timeout: float = 15.0) -> None:
@@ -66,12 +75,17 @@ class OpenAIChatLLM:
 
     def _call_once(self, messages, max_new_tokens: int, temperature: float) -> Generation:
         response = self.client.chat.completions.create(
-            model=self.model, messages=messages, max_tokens=max_new_tokens, temperature=temperature,
+            model=self.model,
+            messages=messages,
+            max_tokens=max_new_tokens,
+            temperature=temperature,
         )
         usage = response.usage
-        return Generation(text=(response.choices[0].message.content or "").strip(),
-                          input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                          output_tokens=getattr(usage, "completion_tokens", 0) or 0)
+        return Generation(
+            text=(response.choices[0].message.content or "").strip(),
+            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        )
 
     def _safe(self, messages, max_new_tokens, temperature) -> Generation:
         try:
@@ -80,8 +94,9 @@ class OpenAIChatLLM:
             log.warning("LLM request failed for good: %s: %s", type(e).__name__, e)
             return Generation(text="", error=f"{type(e).__name__}: {e}")
 
-    def generate(self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0,
-                 desc: str = "LLM") -> list[Generation]:
+    def generate(
+        self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0, desc: str = "LLM"
+    ) -> list[Generation]:
         with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
             futures = [pool.submit(self._safe, c, max_new_tokens, temperature) for c in conversations]
             return [f.result() for f in tqdm(futures, desc=desc, unit="request")]

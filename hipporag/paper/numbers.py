@@ -17,8 +17,24 @@ from hipporag.core.paths import REPRODUCE_DIR
 
 DEFAULT_DIR = REPRODUCE_DIR / "paper_numbers"
 
-COLUMNS = ("paper", "table", "paper_row", "method", "ablation", "knob", "knob_value", "dataset", "metric", "value",
-           "primary", "retriever", "extractor", "llm", "notes", "source")
+COLUMNS = (
+    "paper",
+    "table",
+    "paper_row",
+    "method",
+    "ablation",
+    "knob",
+    "knob_value",
+    "dataset",
+    "metric",
+    "value",
+    "primary",
+    "retriever",
+    "extractor",
+    "llm",
+    "notes",
+    "source",
+)
 REQUIRED = ("paper", "table", "paper_row", "method", "dataset", "metric", "value", "primary", "source")
 
 PAPERS = {
@@ -37,7 +53,7 @@ class Table:
 
     paper: str
     table: str
-    by: str                 # "method" | "ablation" | "knob"
+    by: str  # "method" | "ablation" | "knob"
     title: str
     knob: str | None = None
 
@@ -50,8 +66,9 @@ class Table:
 TABLES = {
     "table3_methods": Table("hipporag2", "3", "method", "Table 3: passage recall@5 of the retrieval methods"),
     "table4_ablations": Table("hipporag2", "4", "ablation", "Table 4: ablations, passage recall@5"),
-    "table5_passage_node_weight": Table("hipporag2", "5", "knob", "Table 5: passage node weight, passage recall@5",
-                                        knob="passage_node_weight"),
+    "table5_passage_node_weight": Table(
+        "hipporag2", "5", "knob", "Table 5: passage node weight, passage recall@5", knob="passage_node_weight"
+    ),
     "v1_table2": Table("hipporag_v1", "2", "method", "Table 2: single-step retrieval, R@2 / R@5"),
     "v1_table5": Table("hipporag_v1", "5", "ablation", "Table 5: dissecting HippoRAG, R@2 / R@5"),
 }
@@ -68,18 +85,34 @@ def find_table(name: str) -> Table:
 
 # The papers' evaluation sets (HippoRAG 2 Table 1; HippoRAG v1 Table 1): questions, passages.
 PAPER_SETS = {
-    "hipporag2": {"nq": (1000, 9633), "popqa": (1000, 8676), "musique": (1000, 11656),
-                  "2wikimultihopqa": (1000, 6119), "hotpotqa": (1000, 9811)},
+    "hipporag2": {
+        "nq": (1000, 9633),
+        "popqa": (1000, 8676),
+        "musique": (1000, 11656),
+        "2wikimultihopqa": (1000, 6119),
+        "hotpotqa": (1000, 9811),
+    },
     "hipporag_v1": {"musique": (1000, 11656), "2wikimultihopqa": (1000, 6119), "hotpotqa": (1000, 9221)},
 }
-DATASET_LABELS = {"nq": "NQ", "popqa": "PopQA", "musique": "MuSiQue", "2wikimultihopqa": "2Wiki", "hotpotqa": "HotpotQA"}
+DATASET_LABELS = {
+    "nq": "NQ",
+    "popqa": "PopQA",
+    "musique": "MuSiQue",
+    "2wikimultihopqa": "2Wiki",
+    "hotpotqa": "HotpotQA",
+}
 
 # Our dataset names -> (paper dataset, what our data is relative to the paper's).
 OUR_DATASETS = {
-    "musique_train": ("musique", "100 MuSiQue training questions over their 1,890 passages (HippoRAG's tuning "
-                                 "set), not the paper's 1,000 evaluation questions"),
-    "2wikimultihopqa_30": ("2wikimultihopqa", "the first 30 of the 1,000 2Wiki questions, over the full "
-                                              "6,119-passage corpus"),
+    "musique_train": (
+        "musique",
+        "100 MuSiQue training questions over their 1,890 passages (HippoRAG's tuning "
+        "set), not the paper's 1,000 evaluation questions",
+    ),
+    "2wikimultihopqa_30": (
+        "2wikimultihopqa",
+        "the first 30 of the 1,000 2Wiki questions, over the full 6,119-passage corpus",
+    ),
     "musique": ("musique", "the HippoRAG 2 release (python -m hipporag.prepare_datasets)"),
     "2wikimultihopqa": ("2wikimultihopqa", "the HippoRAG 2 release (python -m hipporag.prepare_datasets)"),
     "hotpotqa": ("hotpotqa", "the HippoRAG 2 release (python -m hipporag.prepare_datasets)"),
@@ -87,8 +120,13 @@ OUR_DATASETS = {
     "nq_rear": ("nq", "the HippoRAG 2 release, file nq_rear"),
     "popqa": ("popqa", "the HippoRAG 2 release (python -m hipporag.prepare_datasets)"),
 }
-_PREFIXES = (("musique", "musique"), ("2wiki", "2wikimultihopqa"), ("hotpotqa", "hotpotqa"), ("nq", "nq"),
-             ("popqa", "popqa"))
+_PREFIXES = (
+    ("musique", "musique"),
+    ("2wiki", "2wikimultihopqa"),
+    ("hotpotqa", "hotpotqa"),
+    ("nq", "nq"),
+    ("popqa", "popqa"),
+)
 
 
 def paper_dataset(ours: str) -> tuple[str | None, str]:
@@ -117,7 +155,8 @@ def numbers_dir(configured: str | Path | None = None) -> Path:
         raise PaperNumbersError(
             f"paper numbers not found at {path}: they are data files of the repository checkout "
             "(reproduce/paper_numbers/), not of an installed wheel. Run from a checkout installed with "
-            "`pip install -e .`, or pass --paper-numbers DIR.")
+            "`pip install -e .`, or pass --paper-numbers DIR."
+        )
     return path
 
 
@@ -162,8 +201,11 @@ def load_table(table: Table, directory: str | Path | None = None) -> list[dict]:
     rows = load_file(path)
     for row in rows:
         if (row["paper"], row["table"]) != (table.paper, table.table):
-            raise _record_error(path, row["line"], f"paper/table {row['paper']}/{row['table']} in the file of "
-                                                   f"{table.paper}/{table.table}")
+            raise _record_error(
+                path,
+                row["line"],
+                f"paper/table {row['paper']}/{row['table']} in the file of {table.paper}/{table.table}",
+            )
     return rows
 
 

@@ -137,8 +137,11 @@ class TransitionMatrix:
             with torch.sparse.check_sparse_tensor_invariants(False), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
                 return torch.sparse_csr_tensor(
-                    torch.from_numpy(m.indptr.astype(index)), torch.from_numpy(m.indices.astype(index)),
-                    torch.from_numpy(m.data), size=m.shape).to(device=device, dtype=dtype)
+                    torch.from_numpy(m.indptr.astype(index)),
+                    torch.from_numpy(m.indices.astype(index)),
+                    torch.from_numpy(m.data),
+                    size=m.shape,
+                ).to(device=device, dtype=dtype)
 
         return self._cached((str(device), dtype), convert)
 
@@ -190,8 +193,9 @@ def column_block(T: TransitionMatrix, u, dtype):
     return b
 
 
-def _solve_block(T: TransitionMatrix, rhs, damping: float, threshold: float, max_iter: int, device: str,
-                 float64_only: bool):
+def _solve_block(
+    T: TransitionMatrix, rhs, damping: float, threshold: float, max_iter: int, device: str, float64_only: bool
+):
     """z = u + d·P·z for one block (rhs: B × N rows of u), as the module docstring describes: returns the iterate x
     (y for the symmetric form, z otherwise; torch, N × B) and what the solve did.
 
@@ -257,9 +261,17 @@ def block_size(n_nodes: int, n_queries: int) -> int:
     return max(1, min(n_queries, BLOCK_MEMORY_BYTES // (ARRAYS_PER_BLOCK * 8 * max(n_nodes, 1))))
 
 
-def batched_ppr(T: TransitionMatrix, resets: np.ndarray, damping: float = 0.5, tol: float = TARGET_ERROR,
-                max_iter: int = DEFAULT_MAX_ITER, device: str = "cpu", block: int | None = None,
-                dtype: str = "auto", nodes: np.ndarray | None = None) -> np.ndarray:
+def batched_ppr(
+    T: TransitionMatrix,
+    resets: np.ndarray,
+    damping: float = 0.5,
+    tol: float = TARGET_ERROR,
+    max_iter: int = DEFAULT_MAX_ITER,
+    device: str = "cpu",
+    block: int | None = None,
+    dtype: str = "auto",
+    nodes: np.ndarray | None = None,
+) -> np.ndarray:
     """PPR scores (Q × N, or Q × len(nodes) when `nodes` is given) for all reset vectors, in query blocks.
 
     tol: bound on each query's L1 error (so on every node's). dtype 'auto': float32 iterations, finished in
@@ -293,17 +305,24 @@ def batched_ppr(T: TransitionMatrix, resets: np.ndarray, damping: float = 0.5, t
     return out
 
 
-def igraph_ppr(graph: ig.Graph, resets: np.ndarray, damping: float = 0.5, directed: bool = False,
-               nodes: np.ndarray | None = None) -> np.ndarray:
+def igraph_ppr(
+    graph: ig.Graph, resets: np.ndarray, damping: float = 0.5, directed: bool = False, nodes: np.ndarray | None = None
+) -> np.ndarray:
     """The reference: PRPACK once per query, called as the official HippoRAG calls it (all vertices as a
     range, the reset vector as a numpy array, edge weights)."""
     resets, _ = _clean_resets(resets, graph.vcount())
     out = np.empty((len(resets), graph.vcount() if nodes is None else len(nodes)))
     for q, reset in enumerate(resets):
-        scores = np.asarray(graph.personalized_pagerank(
-            vertices=range(graph.vcount()), directed=directed, damping=damping, reset=reset,
-            weights="weight", implementation="prpack",
-        ))
+        scores = np.asarray(
+            graph.personalized_pagerank(
+                vertices=range(graph.vcount()),
+                directed=directed,
+                damping=damping,
+                reset=reset,
+                weights="weight",
+                implementation="prpack",
+            )
+        )
         out[q] = scores if nodes is None else scores[nodes]
     return out
 
@@ -319,8 +338,15 @@ def transition_for(graph: ig.Graph, directed: bool) -> TransitionMatrix:
     return cache[directed]
 
 
-def personalized_pagerank(graph: ig.Graph, resets: np.ndarray, damping: float = 0.5, directed: bool = False,
-                          engine: str = "batched", device: str | None = "auto", nodes: np.ndarray | None = None) -> np.ndarray:
+def personalized_pagerank(
+    graph: ig.Graph,
+    resets: np.ndarray,
+    damping: float = 0.5,
+    directed: bool = False,
+    engine: str = "batched",
+    device: str | None = "auto",
+    nodes: np.ndarray | None = None,
+) -> np.ndarray:
     """PPR scores, one row per personalisation vector in `resets`: of every node, or of `nodes` only."""
     if engine == "igraph":
         return igraph_ppr(graph, resets, damping, directed, nodes)

@@ -24,6 +24,7 @@ from hipporag.retrieval.methods.registry import LLM_KNOBS
 
 log = logging.getLogger(__name__)
 
+
 def ranking_key(index_key: str, method: str, values: dict, questions: list[str]) -> str | None:
     """The content address of a method's ranking: the index, the method, the values (`values`: by name, as
     `run.experiment.key_values` gathers them) of the knobs its registry entry declares (`cache_knobs`), the
@@ -64,8 +65,10 @@ def load_rankings(cache_dir: Path, key: str) -> list[Ranking] | None:
             raise ValueError("checksum mismatch")
         diags = json.loads(str(arrays["diagnostics"]))
         contexts = json.loads(str(arrays["contexts"])) if "contexts" in arrays else [None] * len(diags)
-        return [Ranking(order=o, scores=s, diagnostics=d, contexts=c)
-                for o, s, d, c in zip(arrays["order"], arrays["scores"], diags, contexts)]
+        return [
+            Ranking(order=o, scores=s, diagnostics=d, contexts=c)
+            for o, s, d, c in zip(arrays["order"], arrays["scores"], diags, contexts)
+        ]
     # what zipfile and numpy raise on damaged bytes (NotImplementedError, a RuntimeError: a garbled zip header)
     except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError, RuntimeError, struct.error) as e:
         log.warning("%s: damaged cached rankings (%s); deleted, they are recomputed", path, e)
@@ -77,10 +80,13 @@ def load_rankings(cache_dir: Path, key: str) -> list[Ranking] | None:
 
 
 def save_rankings(cache_dir: Path, key: str, rankings: list[Ranking]) -> None:
-    arrays = {"order": np.stack([r.order for r in rankings]), "scores": np.stack([r.scores for r in rankings]),
-              "diagnostics": np.array(json.dumps([r.diagnostics for r in rankings], default=float)),
-              # the reader's texts, when a method sets them
-              "contexts": np.array(json.dumps([r.contexts for r in rankings]))}
+    arrays = {
+        "order": np.stack([r.order for r in rankings]),
+        "scores": np.stack([r.scores for r in rankings]),
+        "diagnostics": np.array(json.dumps([r.diagnostics for r in rankings], default=float)),
+        # the reader's texts, when a method sets them
+        "contexts": np.array(json.dumps([r.contexts for r in rankings])),
+    }
     buf = io.BytesIO()
     np.savez(buf, **arrays, checksum=np.array(_checksum(arrays)))
     # atomic: concurrent jobs never see half a file

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hipporag.core.knobs import Knobs
 from hipporag.core.errors import LLMFailureError
+from hipporag.core.knobs import Knobs
 from hipporag.data.dataset import Query
 from hipporag.index.openie.parse import parse_triples
 
@@ -46,7 +46,9 @@ class FilterResult:
     error: str | None = None
 
 
-def filter_messages(question: str, candidates: list[tuple[str, str, str]], dspy_prefix: list[dict] | None = None) -> list[dict]:
+def filter_messages(
+    question: str, candidates: list[tuple[str, str, str]], dspy_prefix: list[dict] | None = None
+) -> list[dict]:
     if dspy_prefix is not None:
         facts = json.dumps({"fact": [list(c) for c in candidates]})
         return [*dspy_prefix, {"role": "user", "content": DSPY_INPUT.format(question=question, facts=facts)}]
@@ -54,11 +56,14 @@ def filter_messages(question: str, candidates: list[tuple[str, str, str]], dspy_
         {"role": "system", "content": FILTER_SYSTEM},
         {"role": "user", "content": FILTER_EXAMPLE_USER},
         {"role": "assistant", "content": FILTER_EXAMPLE_ASSISTANT},
-        {"role": "user", "content": f"Question: {question}\nCandidate facts: {json.dumps([list(c) for c in candidates])}"},
+        {
+            "role": "user",
+            "content": f"Question: {question}\nCandidate facts: {json.dumps([list(c) for c in candidates])}",
+        },
     ]
 
 
-DSPY_INPUT = "[[ ## question ## ]]\n{question}\n\n[[ ## fact_before_filter ## ]]\n{facts}\n\nRespond with the field `[[ ## fact_after_filter ## ]]` (a JSON object with a \"fact\" list), then `[[ ## completed ## ]]`."
+DSPY_INPUT = '[[ ## question ## ]]\n{question}\n\n[[ ## fact_before_filter ## ]]\n{facts}\n\nRespond with the field `[[ ## fact_after_filter ## ]]` (a JSON object with a "fact" list), then `[[ ## completed ## ]]`.'
 DSPY_OUTPUT = "[[ ## fact_after_filter ## ]]\n{facts}\n\n[[ ## completed ## ]]"
 _DSPY_FIELD = re.compile(r"\[\[ ## fact_after_filter ## \]\](.*?)(?:\[\[ ## \w+ ## \]\]|$)", re.S)
 
@@ -70,7 +75,12 @@ def load_dspy_prompt(path: str) -> list[dict]:
         prog = saved["prog"]
         messages = [{"role": "system", "content": prog["system"]}]
         for demo in prog["demos"]:
-            messages.append({"role": "user", "content": DSPY_INPUT.format(question=demo["question"], facts=demo["fact_before_filter"])})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": DSPY_INPUT.format(question=demo["question"], facts=demo["fact_before_filter"]),
+                }
+            )
             messages.append({"role": "assistant", "content": DSPY_OUTPUT.format(facts=demo["fact_after_filter"])})
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
         raise ValueError(f"{path}: not a DSPy-saved filter prompt (expected prog.system and prog.demos): {e!r}") from e
@@ -86,8 +96,9 @@ def parse_fact_list(text: str) -> list[list[str]]:
     return result.items
 
 
-def snap_to_candidates(returned: list[list[str]], candidates: list[tuple[str, str, str]], cutoff: float,
-                       limit: int | None = None) -> list[tuple]:
+def snap_to_candidates(
+    returned: list[list[str]], candidates: list[tuple[str, str, str]], cutoff: float, limit: int | None = None
+) -> list[tuple]:
     """Map each returned fact to its closest candidate (official: difflib over Python reprs), in the
     order returned, without duplicates, at most `limit`."""
     labels = [str(tuple(c)) for c in candidates]
@@ -99,8 +110,9 @@ def snap_to_candidates(returned: list[list[str]], candidates: list[tuple[str, st
     return [candidates[i] for i in chosen][:limit]
 
 
-def recognition_filter(mode: str, queries: list[Query], candidates: list[list[tuple]], llm,
-                       knobs: Knobs) -> list[FilterResult]:
+def recognition_filter(
+    mode: str, queries: list[Query], candidates: list[list[tuple]], llm, knobs: Knobs
+) -> list[FilterResult]:
     if mode == "none":
         return [FilterResult(facts=list(c)) for c in candidates]
     if mode != "llm":
@@ -109,18 +121,25 @@ def recognition_filter(mode: str, queries: list[Query], candidates: list[list[tu
         raise ValueError("filter=llm needs an LLM (llm=...)")
     prefix = load_dspy_prompt(knobs.filter_prompt) if knobs.filter_prompt else None
     todo = [i for i, c in enumerate(candidates) if c]
-    responses = llm.generate([filter_messages(queries[i].question, candidates[i], prefix) for i in todo], stage="filter",
-                             max_new_tokens=knobs.filter_max_new_tokens)
+    responses = llm.generate(
+        [filter_messages(queries[i].question, candidates[i], prefix) for i in todo],
+        stage="filter",
+        max_new_tokens=knobs.filter_max_new_tokens,
+    )
     results = [FilterResult(facts=[]) for _ in candidates]
     cutoff, limit = knobs.filter_snap_cutoff, knobs.linking_top_k
     for i, response in zip(todo, responses):
         try:
             if response.error:
                 raise ValueError(f"request failed: {response.error}")
-            results[i] = FilterResult(facts=snap_to_candidates(parse_fact_list(response.text), candidates[i], cutoff, limit))
+            results[i] = FilterResult(
+                facts=snap_to_candidates(parse_fact_list(response.text), candidates[i], cutoff, limit)
+            )
         except ValueError as e:
             if knobs.fail_on_llm_error:
-                raise LLMFilterError(f"filter response for query {queries[i].id!r} unusable: {e}; raw: {response.text[:200]!r}") from e
+                raise LLMFilterError(
+                    f"filter response for query {queries[i].id!r} unusable: {e}; raw: {response.text[:200]!r}"
+                ) from e
             if response.error is None:  # request failures are already counted by the LLM layer
                 llm.usage["filter"].unusable += 1
             results[i] = FilterResult(facts=[], error=f"{e}")

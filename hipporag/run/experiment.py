@@ -43,12 +43,17 @@ QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock")
 def key_values(knobs, method: Configured, llm, embedder) -> dict:
     """What a ranking key may depend on, by name: every knob, the method's options (its config group), the
     LLM with its decoding, the embedder's query instructions. The method's `cache_knobs` pick from it."""
-    return {**knobs.values(), "method_options": method.as_dict(), "llm": llm_key(llm),
-            "query_instructions": embedder.query_instructions()}
+    return {
+        **knobs.values(),
+        "method_options": method.as_dict(),
+        "llm": llm_key(llm),
+        "query_instructions": embedder.query_instructions(),
+    }
 
 
-def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = None,
-                   settings: Settings | None = None) -> dict:
+def run_experiment(
+    cfg: DictConfig, run_dir: Path, sweep_group: str | None = None, settings: Settings | None = None
+) -> dict:
     """One run of the composed config `cfg` (its typed, checked form: `settings`, made here when not given)."""
     failpoints.hit("job.start")
     t_start = time.perf_counter()
@@ -67,8 +72,10 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
 
     adjusted = []
     if knobs.qa_top_k > len(passages):
-        adjusted.append(f"qa_top_k={knobs.qa_top_k} is larger than the corpus ({len(passages)} passages): "
-                        f"clipped to {len(passages)}")
+        adjusted.append(
+            f"qa_top_k={knobs.qa_top_k} is larger than the corpus ({len(passages)} passages): "
+            f"clipped to {len(passages)}"
+        )
         log.warning(adjusted[-1])
         knobs = knobs.replace(qa_top_k=len(passages))
 
@@ -98,19 +105,22 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
             rankings = get_method(name, method).retrieve(ctx, queries)
             failed = llm.failed_requests() - failed_before
             if failed:
-                log.warning("Rankings (%s): not cached: %d LLM requests failed while ranking; a rerun asks again",
-                            name, failed)
+                log.warning(
+                    "Rankings (%s): not cached: %d LLM requests failed while ranking; a rerun asks again", name, failed
+                )
             elif rkey:
                 save_rankings(cache_dir, rkey, rankings)
                 failpoints.hit("rankings.saved")
         t_retrieve = time.perf_counter() - t0
         contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
         t0 = time.perf_counter()
-        raw, answers, read_errors = (read(llm, queries, contexts, settings.reader, stage=f"reader/{name}")
-                                     if knobs.read else (None, None, None))
+        raw, answers, read_errors = (
+            read(llm, queries, contexts, settings.reader, stage=f"reader/{name}") if knobs.read else (None, None, None)
+        )
         t_read = time.perf_counter() - t0
-        summary, records = score_method(name, queries, index, rankings, answers, raw, knobs.retrieval_top_k,
-                                        read_errors)
+        summary, records = score_method(
+            name, queries, index, rankings, answers, raw, knobs.retrieval_top_k, read_errors
+        )
         summary.update(retrieve_s=t_retrieve, read_s=t_read)
         method_metrics[name] = summary
         all_records.extend(records)
@@ -124,30 +134,49 @@ def run_experiment(cfg: DictConfig, run_dir: Path, sweep_group: str | None = Non
     degraded = any(f["above_max"] for f in failures.values())
     metrics = {
         "status": "degraded" if degraded else "ok",
-        "llm_failures": failures, "max_llm_error_rate": knobs.max_llm_error_rate,
-        "dataset_checks": {"gold_missing": dataset.gold_missing}, "adjusted": adjusted,
-        "dataset": dataset.name, "n_queries": len(queries), "method": settings.method.name,
-        "baseline": knobs.baseline, "methods": method_metrics,
+        "llm_failures": failures,
+        "max_llm_error_rate": knobs.max_llm_error_rate,
+        "dataset_checks": {"gold_missing": dataset.gold_missing},
+        "adjusted": adjusted,
+        "dataset": dataset.name,
+        "n_queries": len(queries),
+        "method": settings.method.name,
+        "baseline": knobs.baseline,
+        "methods": method_metrics,
         "bootstrap": {"resamples": M.BOOTSTRAP_RESAMPLES, "seed": M.BOOTSTRAP_SEED, "level": 0.95},
-        "index": {"key": report.key, "graph_cached": report.graph_cached, "passages": len(passages),
-                  "entities": len(index.entities), "facts": len(index.facts),
-                  "nodes": index.graph.vcount(), "edges": index.graph.ecount(), **index.stats},
+        "index": {
+            "key": report.key,
+            "graph_cached": report.graph_cached,
+            "passages": len(passages),
+            "entities": len(index.entities),
+            "facts": len(index.facts),
+            "nodes": index.graph.vcount(),
+            "edges": index.graph.ecount(),
+            **index.stats,
+        },
         "openie": {**vars(report.openie), **({"import": extractor.report} if hasattr(extractor, "report") else {})},
-        "cache": {"embedding_hits": report.embedding_hits + embeddings.hits,
-                  "embedding_misses": report.embedding_misses + embeddings.misses},
+        "cache": {
+            "embedding_hits": report.embedding_hits + embeddings.hits,
+            "embedding_misses": report.embedding_misses + embeddings.misses,
+        },
         "llm_usage": usage,
         "timings": {**report.timings, **timings},
     }
     resolved = OmegaConf.to_yaml(cfg, resolve=True)
     write_run_files(run_dir, metrics, all_records, resolved)
-    tracker = make_tracker(settings.tracker, run_dir, OmegaConf.to_container(cfg, resolve=True), sweep_group,
-                           settings.method.name)
+    tracker = make_tracker(
+        settings.tracker, run_dir, OmegaConf.to_container(cfg, resolve=True), sweep_group, settings.method.name
+    )
     if tracker is not None:
         tracker.log_results(metrics, all_records)
         tracker.finish()
     print(format_summary(metrics))
     print(f"outputs: {run_dir}")
     if degraded:
-        log.error("run degraded: %s", "; ".join(f"{s}: {f['failed']}/{f['calls']} LLM calls failed"
-                                                for s, f in failures.items() if f["above_max"]))
+        log.error(
+            "run degraded: %s",
+            "; ".join(
+                f"{s}: {f['failed']}/{f['calls']} LLM calls failed" for s, f in failures.items() if f["above_max"]
+            ),
+        )
     return metrics

@@ -33,8 +33,14 @@ from hipporag.run.tracking import TRACKERS
 GROUPS = ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker")
 
 # the registry of each config group that picks a part (the reader is one fixed part)
-REGISTRIES: dict[str, Registry] = {"dataset": DATASET_SOURCES, "method": METHODS, "extractor": EXTRACTORS,
-                                   "embedder": EMBEDDERS, "llm": LLM_BACKENDS, "tracker": TRACKERS}
+REGISTRIES: dict[str, Registry] = {
+    "dataset": DATASET_SOURCES,
+    "method": METHODS,
+    "extractor": EXTRACTORS,
+    "embedder": EMBEDDERS,
+    "llm": LLM_BACKENDS,
+    "tracker": TRACKERS,
+}
 
 
 @dataclass(frozen=True)
@@ -58,8 +64,9 @@ def _baseline(knobs: Knobs, method: Configured) -> Configured | None:
     if knobs.baseline is None or knobs.baseline == method.name:
         return None
     if knobs.baseline not in METHODS:
-        raise SettingError(f"baseline={knobs.baseline!r} is not allowed: expected one of "
-                           f"{', '.join(sorted(METHODS))} or null")
+        raise SettingError(
+            f"baseline={knobs.baseline!r} is not allowed: expected one of {', '.join(sorted(METHODS))} or null"
+        )
     return method_options(knobs.baseline)
 
 
@@ -70,8 +77,12 @@ def load_settings(cfg: Mapping) -> Settings:
         raise SettingError(f"the config has no {missing[0]} group (conf/config.yaml's defaults list names it)")
     knobs = Knobs.from_config(cfg, GROUPS)
     parts = {group: registry.configure(cfg[group]) for group, registry in REGISTRIES.items()}
-    return Settings(knobs=knobs, baseline=_baseline(knobs, parts["method"]),
-                    reader=ReaderOptions.from_config(cfg["reader"]), **parts)
+    return Settings(
+        knobs=knobs,
+        baseline=_baseline(knobs, parts["method"]),
+        reader=ReaderOptions.from_config(cfg["reader"]),
+        **parts,
+    )
 
 
 def compose(*overrides: str):

@@ -11,9 +11,11 @@ def format_summary(metrics: dict) -> str:
     pct = lambda v: "-" if v is None else f"{100 * v:.2f}"
     rows = []
     for name, m in metrics["methods"].items():
-        rows.append([name] + [pct(m[f"recall@{k}"]) for k in SUMMARY_KS]
-                    + [pct(m["em"]), pct(m["f1"]), str(m["fallbacks"]),
-                       f"{m['retrieve_s']:.2f}", f"{m['read_s']:.2f}"])
+        rows.append(
+            [name]
+            + [pct(m[f"recall@{k}"]) for k in SUMMARY_KS]
+            + [pct(m["em"]), pct(m["f1"]), str(m["fallbacks"]), f"{m['retrieve_s']:.2f}", f"{m['read_s']:.2f}"]
+        )
     widths = [max(len(x) for x in col) for col in zip(["method"] + cols, *rows)]
     line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     out = [line(["method"] + cols), line(["-" * w for w in widths])] + [line(r) for r in rows]
@@ -22,17 +24,24 @@ def format_summary(metrics: dict) -> str:
     for name, m in metrics["methods"].items():
         vs = m.get("vs_baseline")
         if vs:
-            parts = [f"Δ{key.replace('recall@', 'R@')} {100 * vs[key]['delta']:+.2f} (p={vs[key]['p_value']:.3f})"
-                     for key in ("recall@2", "recall@5", "em", "f1") if key in vs]
+            parts = [
+                f"Δ{key.replace('recall@', 'R@')} {100 * vs[key]['delta']:+.2f} (p={vs[key]['p_value']:.3f})"
+                for key in ("recall@2", "recall@5", "em", "f1")
+                if key in vs
+            ]
             out.append(f"{name} vs {metrics['baseline']} (paired bootstrap): " + ", ".join(parts))
     out.append("")
-    out.append(f"dataset {metrics['dataset']}: {metrics['n_queries']} queries, {idx['passages']} passages; "
-               f"graph {idx['nodes']} nodes / {idx['edges']} edges ({'cached' if idx['graph_cached'] else 'built'})")
+    out.append(
+        f"dataset {metrics['dataset']}: {metrics['n_queries']} queries, {idx['passages']} passages; "
+        f"graph {idx['nodes']} nodes / {idx['edges']} edges ({'cached' if idx['graph_cached'] else 'built'})"
+    )
     out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t.items()))
     for stage, u in metrics.get("llm_usage", {}).items():
-        out.append(f"LLM {stage}: {u['calls']} calls ({u['cache_hits']} cached), {u['input_tokens']} in / "
-                   f"{u['output_tokens']} out tokens, {u['seconds']:.1f} s, {u['errors']} failed"
-                   + (f", {u['unusable']} unusable answers" if u.get("unusable") else ""))
+        out.append(
+            f"LLM {stage}: {u['calls']} calls ({u['cache_hits']} cached), {u['input_tokens']} in / "
+            f"{u['output_tokens']} out tokens, {u['seconds']:.1f} s, {u['errors']} failed"
+            + (f", {u['unusable']} unusable answers" if u.get("unusable") else "")
+        )
     out.extend(status_lines(metrics))
     return "\n".join(out)
 
@@ -53,17 +62,27 @@ def status_lines(metrics: dict) -> list[str]:
     failures = metrics.get("llm_failures", {})
     max_rate = metrics.get("max_llm_error_rate", 0.0)
     for stage, f in failures.items():
-        words = (f"{f['failed']} of {f['calls']} LLM calls failed in stage {stage} ({100 * f['rate']:.1f} %, "
-                 f"max_llm_error_rate {100 * max_rate:.1f} %)")
+        words = (
+            f"{f['failed']} of {f['calls']} LLM calls failed in stage {stage} ({100 * f['rate']:.1f} %, "
+            f"max_llm_error_rate {100 * max_rate:.1f} %)"
+        )
         lines.append(("DEGRADED: " if f["above_max"] else "warning: ") + words)
     if metrics.get("status") == "degraded":
         fell_back = {m: v["fallbacks"] for m, v in metrics["methods"].items() if v.get("filter_errors")}
-        lines.append("DEGRADED: these numbers are not what the configuration claims"
-                     + (f" ({', '.join(f'{m}: {n} queries fell back to dense' for m, n in fell_back.items())})" if fell_back else "")
-                     + ". Nothing made from a failed call was cached: fix the LLM and rerun.")
+        lines.append(
+            "DEGRADED: these numbers are not what the configuration claims"
+            + (
+                f" ({', '.join(f'{m}: {n} queries fell back to dense' for m, n in fell_back.items())})"
+                if fell_back
+                else ""
+            )
+            + ". Nothing made from a failed call was cached: fix the LLM and rerun."
+        )
     gold = metrics.get("dataset_checks", {}).get("gold_missing") or {}
     if gold.get("passages"):
-        lines.append(f"warning: {gold['passages']} of {gold['of']} gold passages are not in the corpus; they count as misses")
+        lines.append(
+            f"warning: {gold['passages']} of {gold['of']} gold passages are not in the corpus; they count as misses"
+        )
     for note in metrics.get("adjusted", []):
         lines.append(f"warning: {note}")
     return lines

@@ -51,13 +51,17 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
         metrics = json.loads((job / "metrics.json").read_text())
         baseline = metrics.get("baseline")
         for method, m in metrics["methods"].items():
-            row = {"job": job.name, "method": method, "is_baseline": method == baseline and method != metrics["method"],
-                   "status": metrics.get("status", "ok")}
+            row = {
+                "job": job.name,
+                "method": method,
+                "is_baseline": method == baseline and method != metrics["method"],
+                "status": metrics.get("status", "ok"),
+            }
             row.update({k: overrides[job].get(k) for k in swept})
             for key in HEADLINE:
                 row[key] = m.get(key)
                 ci = (m.get("ci") or {}).get(key)
-                row[f"{key}_lo"], row[f"{key}_hi"] = (ci if ci else (None, None))
+                row[f"{key}_lo"], row[f"{key}_hi"] = ci if ci else (None, None)
                 vs = (m.get("vs_baseline") or {}).get(key) or {}
                 row[f"{key}_delta"], row[f"{key}_p"] = vs.get("delta"), vs.get("p_value")
             rows.append(row)
@@ -83,7 +87,9 @@ def to_markdown(frame: pd.DataFrame, swept: list[str]) -> str:
     for _, r in jobs.iterrows():
         cells = [r.job, r.method, *[str(r[k]) for k in swept]]
         cells += [_fmt(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in metrics]
-        cells += ["-" if pd.isna(r[f"{k}_delta"]) else f"{100 * r[f'{k}_delta']:+.2f} ({r[f'{k}_p']:.3f})" for k in metrics]
+        cells += [
+            "-" if pd.isna(r[f"{k}_delta"]) else f"{100 * r[f'{k}_delta']:+.2f} ({r[f'{k}_p']:.3f})" for k in metrics
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if len(base):
         b = base.iloc[0]
@@ -120,7 +126,9 @@ def plot(frame: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]:
             if lo.notna().all():
                 ax.fill_between(xs, lo, hi, alpha=0.2)
             if len(base) and base[metric].notna().any():
-                ax.axhline(100 * base[metric].iloc[0], color="grey", linestyle="--", label=f"{base.method.iloc[0]} (baseline)")
+                ax.axhline(
+                    100 * base[metric].iloc[0], color="grey", linestyle="--", label=f"{base.method.iloc[0]} (baseline)"
+                )
             ax.set_xlabel(knob)
             ax.set_ylabel(f"{metric} (%)")
             ax.legend()
@@ -147,14 +155,22 @@ def write_collected(sweep_dir: Path, frame: pd.DataFrame, swept: list[str], part
     """`write_report` for jobs already collected."""
     notes = []
     if partial:
-        notes.append(f"**partial**: {frame.job.nunique()} jobs finished so far (the sweep is running, or was stopped); "
-                     "the full report is written when it ends")
+        notes.append(
+            f"**partial**: {frame.job.nunique()} jobs finished so far (the sweep is running, or was stopped); "
+            "the full report is written when it ends"
+        )
     degraded = degraded_jobs(frame)
     if degraded:
-        notes.append(f"**DEGRADED jobs: {', '.join(degraded)}** — too many LLM calls failed there; their numbers are "
-                     "not what their configuration claims (see each job's metrics.json)")
-    text = (f"# Sweep {sweep_dir.name}\n\n" + "".join(n + "\n\n" for n in notes)
-            + f"swept: {', '.join(swept) or '(nothing)'}\n\n" + to_markdown(frame, swept))
+        notes.append(
+            f"**DEGRADED jobs: {', '.join(degraded)}** — too many LLM calls failed there; their numbers are "
+            "not what their configuration claims (see each job's metrics.json)"
+        )
+    text = (
+        f"# Sweep {sweep_dir.name}\n\n"
+        + "".join(n + "\n\n" for n in notes)
+        + f"swept: {', '.join(swept) or '(nothing)'}\n\n"
+        + to_markdown(frame, swept)
+    )
     atomic_write_text(sweep_dir / "report.md", text + "\n")  # parallel jobs may rewrite it at once
     atomic_write_text(sweep_dir / "report.csv", frame.to_csv(index=False))
     plots = [] if partial else plot(frame, swept, sweep_dir / "plots")
@@ -199,7 +215,9 @@ class SweepReportCallback(Callback):
 def main() -> None:
     ap = argparse.ArgumentParser(description="Write the report of a sweep directory.")
     ap.add_argument("sweep_dir", type=Path)
-    ap.add_argument("--write", type=Path, metavar="FILE", help="also put the report in a marked block of this markdown file")
+    ap.add_argument(
+        "--write", type=Path, metavar="FILE", help="also put the report in a marked block of this markdown file"
+    )
     ap.add_argument("--block", help="name of the marked block (default: the sweep folder's name)")
     args = ap.parse_args()
     text = write_report(args.sweep_dir)

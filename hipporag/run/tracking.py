@@ -71,20 +71,36 @@ class WandbOptions:
 
 
 class WandbTracker:
-    def __init__(self, options: WandbOptions, run_dir: Path, config: dict, group: str | None, job_type: str,
-                 name: str | None = None):
+    def __init__(
+        self,
+        options: WandbOptions,
+        run_dir: Path,
+        config: dict,
+        group: str | None,
+        job_type: str,
+        name: str | None = None,
+    ):
         import wandb
 
         mode = os.environ.get("WANDB_MODE") or options.mode
         if mode == "auto":
             mode = "online" if _has_wandb_credentials() else "offline"
             if mode == "offline":
-                print("W&B: no credentials found, logging offline to", run_dir / "wandb",
-                      "(`wandb sync` uploads it later; tracker=none turns W&B off)")
+                print(
+                    "W&B: no credentials found, logging offline to",
+                    run_dir / "wandb",
+                    "(`wandb sync` uploads it later; tracker=none turns W&B off)",
+                )
         self.run = wandb.init(
-            project=options.project, entity=options.entity, group=group,
-            job_type=job_type, name=name, dir=str(run_dir), mode=mode,
-            config=scrub_secrets(flatten(config)), reinit="finish_previous",
+            project=options.project,
+            entity=options.entity,
+            group=group,
+            job_type=job_type,
+            name=name,
+            dir=str(run_dir),
+            mode=mode,
+            config=scrub_secrets(flatten(config)),
+            reinit="finish_previous",
         )
 
     def log_results(self, metrics: dict, records: list[dict]) -> None:
@@ -92,8 +108,13 @@ class WandbTracker:
 
         summary = {}
         for method, values in metrics["methods"].items():
-            flat = flatten({k: ({"lo": v[0], "hi": v[1]} if isinstance(v, list) and len(v) == 2 else v)
-                            for k, v in (values.get("ci") or {}).items()}, "ci/")
+            flat = flatten(
+                {
+                    k: ({"lo": v[0], "hi": v[1]} if isinstance(v, list) and len(v) == 2 else v)
+                    for k, v in (values.get("ci") or {}).items()
+                },
+                "ci/",
+            )
             flat.update(flatten(values.get("vs_baseline") or {}, "vs_baseline/"))
             flat.update({k: v for k, v in values.items() if k not in ("ci", "vs_baseline")})
             for k, v in flat.items():
@@ -105,8 +126,11 @@ class WandbTracker:
             summary.update({f"llm/{stage}/{k}": v for k, v in usage.items()})
         self.run.summary.update(summary)
         frame = pd.DataFrame(records)
-        keep = [c for c in frame.columns if c in ("method", "query_id", "question", "answer", "em", "f1", "fallback")
-                or c.startswith("recall@")]
+        keep = [
+            c
+            for c in frame.columns
+            if c in ("method", "query_id", "question", "answer", "em", "f1", "fallback") or c.startswith("recall@")
+        ]
         self.run.log({"per_query": wandb.Table(dataframe=frame[keep].astype({"question": str, "answer": str}))})
 
     def finish(self) -> None:

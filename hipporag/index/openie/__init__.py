@@ -67,7 +67,10 @@ def run_openie(
     stats = OpenIEStats(passages=len(passages), cached=len(passages) - len(todo))
     log.info(
         "OpenIE (%s): %d/%d passages from cache, %d to extract",
-        extractor.identity.get("name"), stats.cached, len(passages), len(todo),
+        extractor.identity.get("name"),
+        stats.cached,
+        len(passages),
+        len(todo),
     )
     if todo and hasattr(extractor, "check"):  # e.g. imported OpenIE: fail before doing any work
         extractor.check([passages[i] for i in todo])

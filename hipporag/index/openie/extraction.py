@@ -28,7 +28,7 @@ class Extraction:
 
 
 class Extractor(Protocol):
-    identity: dict      # everything that changes its output: the OpenIE cache's key
-    batch_size: int     # passages extracted and committed to the cache together
+    identity: dict  # everything that changes its output: the OpenIE cache's key
+    batch_size: int  # passages extracted and committed to the cache together
 
     def extract(self, passages: list[str]) -> list[Extraction]: ...

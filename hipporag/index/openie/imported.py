@@ -97,8 +97,14 @@ class ImportedExtractor:
         """Fail before extracting anything if passages are missing and no fallback is allowed."""
         missing = [p for p in passages if self._lookup(p) is None]
         n_docs = len({id(d) for d in self._load().values()})
-        log.info("Imported OpenIE %s (%s layout, %d docs): %d of %d passages to import matched",
-                 self.path.name, self.layout, n_docs, len(passages) - len(missing), len(passages))
+        log.info(
+            "Imported OpenIE %s (%s layout, %d docs): %d of %d passages to import matched",
+            self.path.name,
+            self.layout,
+            n_docs,
+            len(passages) - len(missing),
+            len(passages),
+        )
         if missing and self.missing == "error":
             first = "; ".join(repr(p[:60]) for p in missing[:3])
             raise OpenIEImportError(
@@ -115,8 +121,12 @@ class ImportedExtractor:
                 out.append(None)
                 todo.append(i)
             else:
-                out.append(Extraction(entities=[str(e) for e in doc.get("extracted_entities", [])],
-                                      triples=list(doc.get("extracted_triples", []))))
+                out.append(
+                    Extraction(
+                        entities=[str(e) for e in doc.get("extracted_entities", [])],
+                        triples=list(doc.get("extracted_triples", [])),
+                    )
+                )
         self.report["matched"] += len(passages) - len(todo)
         if todo:
             if self.missing != "extract":

@@ -123,7 +123,7 @@ def _extract_doc(doc, title: str) -> Extraction:
         if tok.pos_ == "PRON":
             return title or None if tok.lower_ in TITLE_PRONOUNS else None
         if tok.i in chunk_of:
-            words = [t for t in chunk_of[tok.i]]
+            words = list(chunk_of[tok.i])
             while words and (words[0].pos_ in DROP_LEADING or words[0].dep_ == "poss" or words[0].tag_ == "POS"):
                 words = words[1:]
             text = " ".join(t.text for t in words).replace(" 's", "").strip()

@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from hipporag.retrieval.methods.base import Ranking, RetrievalContext, RetrievalMethod
 from hipporag.core.registry import Configured
+from hipporag.retrieval.methods.base import Ranking, RetrievalContext, RetrievalMethod
 from hipporag.retrieval.methods.registry import METHODS, MethodSpec, method_options, register_method
 
 for _module in pkgutil.iter_modules(__path__):
@@ -26,5 +26,13 @@ def get_method(name: str, options=None) -> RetrievalMethod:
     return METHODS.build(configured)
 
 
-__all__ = ["METHODS", "MethodSpec", "Ranking", "RetrievalContext", "RetrievalMethod", "get_method", "method_options",
-           "register_method"]
+__all__ = [
+    "METHODS",
+    "MethodSpec",
+    "Ranking",
+    "RetrievalContext",
+    "RetrievalMethod",
+    "get_method",
+    "method_options",
+    "register_method",
+]

@@ -20,14 +20,13 @@ from hipporag.retrieval.methods.base import Ranking, RetrievalContext
 from hipporag.retrieval.methods.registry import register_method
 
 
-
 @dataclass(frozen=True)
 class BM25Options:
     k1: float = option(number(0, lo_open=True))
     b: float = option(number(0, 1))
     variant: str = option(choice("lucene", "robertson", "atire", "bm25l", "bm25+"))
     stopwords: str | None = option(text(optional=True))  # a language name, or null
-    stemmer: str | None = option(text(optional=True))    # a PyStemmer language, or null
+    stemmer: str | None = option(text(optional=True))  # a PyStemmer language, or null
 
 
 def _stemmer(language: str | None):
@@ -42,7 +41,6 @@ def _stemmer(language: str | None):
 
 @register_method("bm25", cache_knobs=("method_options",), options=BM25Options)
 class BM25Retriever:
-
     def __init__(self, options: BM25Options):
         self.options = options
         self._built_for = None
@@ -67,17 +65,29 @@ class BM25Retriever:
         passages = ctx.index.passages
         retriever = self._index(passages)
         o = self.options
-        query_tokens = bm25s.tokenize([q.question for q in queries], stopwords=o.stopwords, stemmer=self._stem,
-                                      return_ids=False, show_progress=False)
+        query_tokens = bm25s.tokenize(
+            [q.question for q in queries],
+            stopwords=o.stopwords,
+            stemmer=self._stem,
+            return_ids=False,
+            show_progress=False,
+        )
         vocab = retriever.vocab_dict
         out = []
         for tokens in query_tokens:
             known = [t for t in tokens if t in vocab]
             if not known:  # nothing to match: every passage scores 0, corpus order
-                out.append(Ranking(order=np.arange(len(passages)), scores=np.zeros(len(passages)),
-                                   diagnostics={"fallback": False, "query_terms": 0}))
+                out.append(
+                    Ranking(
+                        order=np.arange(len(passages)),
+                        scores=np.zeros(len(passages)),
+                        diagnostics={"fallback": False, "query_terms": 0},
+                    )
+                )
                 continue
             scores = retriever.get_scores(known)
             order = np.argsort(-scores, kind="stable")
-            out.append(Ranking(order=order, scores=scores[order], diagnostics={"fallback": False, "query_terms": len(known)}))
+            out.append(
+                Ranking(order=order, scores=scores[order], diagnostics={"fallback": False, "query_terms": len(known)})
+            )
         return out

@@ -20,7 +20,6 @@ def dense_scores(ctx: RetrievalContext, queries: list[Query]):
 
 @register_method("dense", cache_knobs=("query_instructions",))
 class DenseRetriever:
-
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         out = []
         for row in dense_scores(ctx, queries):

@@ -43,15 +43,30 @@ RESET_BLOCK_BYTES = 1 << 27
 
 @register_method(
     "hipporag2",
-    cache_knobs=("query_instructions", "damping", "passage_node_weight", "linking_top_k", "linking_tie_break", "filter",
-                 "passage_nodes", "node_specificity", "linking", "directed", "ppr_engine", "filter_snap_cutoff",
-                 "filter_prompt", "llm", "ppr_device", "filter_max_new_tokens"),
+    cache_knobs=(
+        "query_instructions",
+        "damping",
+        "passage_node_weight",
+        "linking_top_k",
+        "linking_tie_break",
+        "filter",
+        "passage_nodes",
+        "node_specificity",
+        "linking",
+        "directed",
+        "ppr_engine",
+        "filter_snap_cutoff",
+        "filter_prompt",
+        "llm",
+        "ppr_device",
+        "filter_max_new_tokens",
+    ),
     uses_llm=lambda values: values.get("filter") == "llm",
-    setting_fields=("retriever", "extractor", "llm"), llm_role="filter LLM",
+    setting_fields=("retriever", "extractor", "llm"),
+    llm_role="filter LLM",
     ablation_knobs=("filter", "passage_nodes", "node_specificity", "synonymy_edges", "linking"),
 )
 class HippoRAG2Retriever:
-
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         """Rank in chunks of queries so that the dense reset block (queries × nodes) stays ~128 MB."""
         chunk = max(1, RESET_BLOCK_BYTES // (8 * max(ctx.index.graph.vcount(), 1)))
@@ -69,8 +84,15 @@ class HippoRAG2Retriever:
         passage_nodes = np.arange(index.n_entities, index.graph.vcount())
         ppr = {}
         if graph_rows:
-            scores = personalized_pagerank(index.graph, resets[graph_rows], damping=p.damping, directed=p.directed,
-                                           engine=p.ppr_engine, device=p.ppr_device, nodes=passage_nodes)
+            scores = personalized_pagerank(
+                index.graph,
+                resets[graph_rows],
+                damping=p.damping,
+                directed=p.directed,
+                engine=p.ppr_engine,
+                device=p.ppr_device,
+                nodes=passage_nodes,
+            )
             ppr = dict(zip(graph_rows, scores))
         t_ppr = time.perf_counter() - t0
 
@@ -81,7 +103,11 @@ class HippoRAG2Retriever:
             out.append(Ranking(order=order, scores=row[order], diagnostics=diag))
         n = max(len(queries), 1)
         for r in out:
-            r.diagnostics["timing_ms"] = {"linking": 1e3 * t_link / n, "filter": 1e3 * t_filter / n, "ppr": 1e3 * t_ppr / n}
+            r.diagnostics["timing_ms"] = {
+                "linking": 1e3 * t_link / n,
+                "filter": 1e3 * t_filter / n,
+                "ppr": 1e3 * t_ppr / n,
+            }
         return out
 
     def seed_vectors(self, ctx: RetrievalContext, queries: list[Query]) -> np.ndarray:
@@ -118,7 +144,7 @@ class HippoRAG2Retriever:
                 resets[qi, e] = w
             diag["seeds"] = [[index.entities[e], round(w, 6)] for e, w in seeds]
             if p.passage_nodes:
-                resets[qi, index.n_entities:] = np.nan_to_num(dense[qi]) * p.passage_node_weight
+                resets[qi, index.n_entities :] = np.nan_to_num(dense[qi]) * p.passage_node_weight
             if not (np.nan_to_num(resets[qi]) > 0).any():
                 diag["fallback"] = True
                 diag["fallback_reason"] = "no seed in the graph"
@@ -139,8 +165,11 @@ class HippoRAG2Retriever:
             fact_scores = np.zeros((len(queries), 0))
         # top linking_top_k facts per query, in one call over the whole query × fact matrix (the same
         # per-row ordering as the official np.argsort(row)[-k:][::-1])
-        candidates = list(np.argsort(fact_scores, axis=1)[:, -k:][:, ::-1]) if fact_scores.shape[1] else \
-            [np.array([], dtype=int)] * len(queries)
+        candidates = (
+            list(np.argsort(fact_scores, axis=1)[:, -k:][:, ::-1])
+            if fact_scores.shape[1]
+            else [np.array([], dtype=int)] * len(queries)
+        )
         t_link = time.perf_counter() - t0
         t0 = time.perf_counter()
         kept: list[FilterResult] = recognition_filter(
@@ -150,8 +179,14 @@ class HippoRAG2Retriever:
         ent_index = {e: i for i, e in enumerate(index.entities)}
         ranked_per_query, diags = [], []
         for qi, (cand, result) in enumerate(zip(candidates, kept)):
-            diag = {"candidate_facts": [list(index.facts[i]) for i in cand], "facts": [list(f) for f in result.facts],
-                    "filter_error": result.error, "fallback": False, "seeds": [], "tie_at_cut": False}
+            diag = {
+                "candidate_facts": [list(index.facts[i]) for i in cand],
+                "facts": [list(f) for f in result.facts],
+                "filter_error": result.error,
+                "fallback": False,
+                "seeds": [],
+                "tie_at_cut": False,
+            }
             diags.append(diag)
             ranked_per_query.append([])
             if not result.facts:
@@ -182,7 +217,9 @@ class HippoRAG2Retriever:
             k = ctx.knobs.linking_top_k
             for row in sims:
                 top = np.argsort(row)[-k:][::-1]
-                ranked_per_query.append([(int(e), self._specific(ctx, int(e), float(np.nan_to_num(row[e])))) for e in top])
+                ranked_per_query.append(
+                    [(int(e), self._specific(ctx, int(e), float(np.nan_to_num(row[e])))) for e in top]
+                )
                 diags.append({"fallback": False, "seeds": [], "tie_at_cut": False, "filter_error": None})
             return ranked_per_query, diags
         from hipporag.retrieval.methods.query_ner import spacy_query_entities
@@ -191,8 +228,9 @@ class HippoRAG2Retriever:
         flat = sorted({e for ents in entities for e in ents})
         links = {}
         if flat:
-            vecs = ctx.embeddings.embed(flat, prefix=ctx.embeddings.embedder.query_prefix("ner_to_node"),
-                                        what="query entities (ner_to_node)")
+            vecs = ctx.embeddings.embed(
+                flat, prefix=ctx.embeddings.embedder.query_prefix("ner_to_node"), what="query entities (ner_to_node)"
+            )
             sims = vecs @ index.entity_vecs.T
             links = {e: (int(j), float(sims[i, j])) for i, (e, j) in enumerate(zip(flat, sims.argmax(axis=1)))}
         for ents in entities:
@@ -201,6 +239,14 @@ class HippoRAG2Retriever:
                 e, score = links[name]
                 weights[e] = max(weights.get(e, 0.0), self._specific(ctx, e, score))
             ranked_per_query.append(list(weights.items()))
-            diags.append({"query_entities": ents, "fallback": not weights, "seeds": [], "tie_at_cut": False,
-                          "filter_error": None, **({"fallback_reason": "no query entity"} if not weights else {})})
+            diags.append(
+                {
+                    "query_entities": ents,
+                    "fallback": not weights,
+                    "seeds": [],
+                    "tie_at_cut": False,
+                    "filter_error": None,
+                    **({"fallback_reason": "no query entity"} if not weights else {}),
+                }
+            )
         return ranked_per_query, diags

@@ -29,7 +29,6 @@ from hipporag.retrieval.methods.registry import register_method
 from hipporag.retrieval.ppr import personalized_pagerank
 
 
-
 @dataclass(frozen=True)
 class HippoRAGv1Options:
     ner: str = option(choice("spacy", "llm"))  # question entities: spaCy offline, or the llm= backend
@@ -45,8 +44,10 @@ def _entity_structures(index):
         edges = np.asarray(g.get_edgelist(), dtype=np.int64).reshape(-1, 2)
         lo, hi = edges.min(axis=1), edges.max(axis=1)
         passage_edge = (lo < n_ent) & (hi >= n_ent)  # passage-entity edges; the rest join two entities
-        incidence = sp.csr_matrix((np.ones(int(passage_edge.sum())), (hi[passage_edge] - n_ent, lo[passage_edge])),
-                                  shape=(len(index.passages), n_ent))
+        incidence = sp.csr_matrix(
+            (np.ones(int(passage_edge.sum())), (hi[passage_edge] - n_ent, lo[passage_edge])),
+            shape=(len(index.passages), n_ent),
+        )
         incidence.data[:] = 1.0  # an entity counts once per passage
         cached = (entity_graph, incidence)
         g._hipporag_v1 = cached
@@ -55,15 +56,22 @@ def _entity_structures(index):
 
 @register_method(
     "hipporag",
-    cache_knobs=("damping", "node_specificity", "ppr_engine", "ppr_device", "method_options", "llm",
-                 "query_instructions"),
+    cache_knobs=(
+        "damping",
+        "node_specificity",
+        "ppr_engine",
+        "ppr_device",
+        "method_options",
+        "llm",
+        "query_instructions",
+    ),
     uses_llm=lambda values: (values.get("method_options") or {}).get("ner") == "llm",
     options=HippoRAGv1Options,
-    setting_fields=("retriever", "extractor", "llm"), llm_role="query NER",
+    setting_fields=("retriever", "extractor", "llm"),
+    llm_role="query NER",
     ablation_knobs=("node_specificity", "synonymy_edges"),
 )
 class HippoRAGv1Retriever:
-
     def __init__(self, options: HippoRAGv1Options):
         self.options = options
 
@@ -105,8 +113,9 @@ class HippoRAGv1Retriever:
         out = []
         passage_scores = {}
         if rows:
-            ppr = personalized_pagerank(entity_graph, resets[rows], damping=p.damping, engine=p.ppr_engine,
-                                        device=p.ppr_device)
+            ppr = personalized_pagerank(
+                entity_graph, resets[rows], damping=p.damping, engine=p.ppr_engine, device=p.ppr_device
+            )
             passage_scores = dict(zip(rows, (incidence @ ppr.T).T))
         for qi, diag in enumerate(diags):
             if diag["fallback"]:

@@ -61,7 +61,6 @@ from hipporag.retrieval.methods.registry import register_method
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True)
 class RaptorOptions:
     """The tree options (conf/method/raptor.yaml says what each one does); all enter the tree's identity."""
@@ -80,8 +79,10 @@ TREE_VERSION = 1  # bump when a code change changes the trees built from the sam
 STAGE = "raptor/summary"
 QUERY_BLOCK = 256
 SUMMARY_SYSTEM = "You write summaries for a search index. Be factual and brief."
-SUMMARY_USER = ("Summarise the texts below in a few sentences. Keep the names, places, dates and facts "
-                "they state; add nothing.\n\n{texts}\n\nSummary:")
+SUMMARY_USER = (
+    "Summarise the texts below in a few sentences. Keep the names, places, dates and facts "
+    "they state; add nothing.\n\n{texts}\n\nSummary:"
+)
 SUMMARY_TITLE = "Summary"  # the reader shows each context as a titled block; a summary has no title of its own
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -105,8 +106,8 @@ class Tree:
     """Nodes 0 .. n_passages-1 are the leaves (corpus passages, same indices); summaries follow, by level."""
 
     n_passages: int
-    texts: list[str] = field(default_factory=list)       # summary texts
-    levels: list[int] = field(default_factory=list)      # level of each summary (1 = summarises passages)
+    texts: list[str] = field(default_factory=list)  # summary texts
+    levels: list[int] = field(default_factory=list)  # level of each summary (1 = summarises passages)
     children: list[list[int]] = field(default_factory=list)
     stats: dict = field(default_factory=dict)
 
@@ -128,14 +129,24 @@ class Tree:
         return out
 
     def to_json(self) -> dict:
-        return {"n_passages": self.n_passages, "stats": self.stats,
-                "nodes": [{"level": lv, "text": t, "children": ch} for lv, t, ch in zip(self.levels, self.texts, self.children)]}
+        return {
+            "n_passages": self.n_passages,
+            "stats": self.stats,
+            "nodes": [
+                {"level": lv, "text": t, "children": ch} for lv, t, ch in zip(self.levels, self.texts, self.children)
+            ],
+        }
 
     @classmethod
     def from_json(cls, obj: dict) -> Tree:
         nodes = obj["nodes"]
-        return cls(n_passages=obj["n_passages"], texts=[n["text"] for n in nodes], levels=[n["level"] for n in nodes],
-                   children=[n["children"] for n in nodes], stats=obj.get("stats", {}))
+        return cls(
+            n_passages=obj["n_passages"],
+            texts=[n["text"] for n in nodes],
+            levels=[n["level"] for n in nodes],
+            children=[n["children"] for n in nodes],
+            stats=obj.get("stats", {}),
+        )
 
 
 # ---------------------------------------------------------------------------------------- clustering
@@ -144,8 +155,13 @@ def _reduce(vecs: np.ndarray, n_neighbors: int, dim: int, seed: int) -> np.ndarr
     from threadpoolctl import threadpool_limits
 
     n = len(vecs)
-    reducer = umap.UMAP(n_neighbors=max(2, min(n_neighbors, n - 1)), n_components=max(1, min(dim, n - 2)),
-                        metric="cosine", random_state=seed, n_jobs=1)  # n_jobs=1: what a fixed seed forces anyway
+    reducer = umap.UMAP(
+        n_neighbors=max(2, min(n_neighbors, n - 1)),
+        n_components=max(1, min(dim, n - 2)),
+        metric="cosine",
+        random_state=seed,
+        n_jobs=1,
+    )  # n_jobs=1: what a fixed seed forces anyway
     with threadpool_limits(1):
         return reducer.fit_transform(vecs)
 
@@ -190,7 +206,9 @@ def cluster_nodes(vecs: np.ndarray, o: RaptorOptions) -> list[list[int]]:
     return out
 
 
-def fit_budget(members: list[int], vecs: np.ndarray, texts: list[str], o: RaptorOptions, stats: dict) -> list[list[int]]:
+def fit_budget(
+    members: list[int], vecs: np.ndarray, texts: list[str], o: RaptorOptions, stats: dict
+) -> list[list[int]]:
     """Split a cluster over the token budget by clustering it again; what cannot be split stays whole
     (its texts are cut when the prompt is written, see `cluster_text`)."""
     budget = int(o.max_cluster_tokens)
@@ -227,8 +245,15 @@ def extractive_summary(member_texts: list[str], is_leaf: list[bool], budget: int
     return cut_tokens(" ".join(firsts), budget)
 
 
-def summarise(clusters: list[list[int]], texts: list[str], n_passages: int, llm, o: RaptorOptions, stats: dict,
-              fail_on_error: bool) -> list[str]:
+def summarise(
+    clusters: list[list[int]],
+    texts: list[str],
+    n_passages: int,
+    llm,
+    o: RaptorOptions,
+    stats: dict,
+    fail_on_error: bool,
+) -> list[str]:
     budget, max_new = int(o.max_cluster_tokens), int(o.max_new_tokens)
     prompts = [summary_messages(cluster_text(c, texts, budget, stats)) for c in clusters]
     responses = llm.generate(prompts, stage=STAGE, max_new_tokens=max_new)
@@ -239,22 +264,30 @@ def summarise(clusters: list[list[int]], texts: list[str], n_passages: int, llm,
             failed.append(g.error or "empty summary")
             stats["summary_errors" if g.error else "empty_summaries"] += 1
             if fail_on_error:
-                raise RuntimeError(f"raptor: the LLM gave no summary for a cluster of {len(members)} nodes "
-                                   f"({failed[-1]}); fail_on_llm_error=true stops the run")
+                raise RuntimeError(
+                    f"raptor: the LLM gave no summary for a cluster of {len(members)} nodes "
+                    f"({failed[-1]}); fail_on_llm_error=true stops the run"
+                )
             text = extractive_summary([texts[m] for m in members], [m < n_passages for m in members], max_new)
         out.append(text)
     if failed:
-        log.warning("raptor: %d of %d cluster summaries failed (e.g. %s): extractive fallbacks used",
-                    len(failed), len(clusters), failed[0])
+        log.warning(
+            "raptor: %d of %d cluster summaries failed (e.g. %s): extractive fallbacks used",
+            len(failed),
+            len(clusters),
+            failed[0],
+        )
     return out
 
 
-def build_tree(passages: list[str], passage_vecs: np.ndarray, embeddings, llm, o: RaptorOptions, fail_on_error: bool = False) -> Tree:
+def build_tree(
+    passages: list[str], passage_vecs: np.ndarray, embeddings, llm, o: RaptorOptions, fail_on_error: bool = False
+) -> Tree:
     """Levels of summaries over `passages` until `levels`, too few nodes, or no more merging."""
     t0 = time.perf_counter()
     tree = Tree(n_passages=len(passages))
     stats = {"summary_errors": 0, "empty_summaries": 0, "truncated_clusters": 0, "reclustered": 0, "stop": "levels"}
-    texts = list(passages)               # every node's text, by node id
+    texts = list(passages)  # every node's text, by node id
     current = list(range(len(passages)))  # node ids of the level being clustered
     vecs = passage_vecs
     for level in range(1, int(o.levels) + 1):
@@ -280,8 +313,11 @@ def build_tree(passages: list[str], passage_vecs: np.ndarray, embeddings, llm, o
     stats["build_s"] = round(time.perf_counter() - t0, 3)
     tree.stats = stats
     if stats["summary_errors"] or stats["empty_summaries"]:
-        log.warning("raptor: %d summaries failed and %d came back empty in all; extractive fallbacks used",
-                    stats["summary_errors"], stats["empty_summaries"])
+        log.warning(
+            "raptor: %d summaries failed and %d came back empty in all; extractive fallbacks used",
+            stats["summary_errors"],
+            stats["empty_summaries"],
+        )
     return tree
 
 
@@ -289,10 +325,14 @@ def build_tree(passages: list[str], passage_vecs: np.ndarray, embeddings, llm, o
 def tree_identity(passages: list[str], embedder, llm, o: RaptorOptions) -> dict:
     """What a tree depends on: corpus, embedder, LLM and its decoding, every tree option, the prompt."""
     decoding = {**getattr(llm, "decoding", {}), "max_new_tokens": int(o.max_new_tokens)}
-    return {"version": TREE_VERSION, "corpus": corpus_hash(passages), "embedder": embedder.identity,
-            "llm": {"identity": getattr(llm, "identity", None), "decoding": decoding},
-            "options": dict(sorted(options_dict(o).items())),
-            "prompt": stable_key({"system": SUMMARY_SYSTEM, "user": SUMMARY_USER})}
+    return {
+        "version": TREE_VERSION,
+        "corpus": corpus_hash(passages),
+        "embedder": embedder.identity,
+        "llm": {"identity": getattr(llm, "identity", None), "decoding": decoding},
+        "options": dict(sorted(options_dict(o).items())),
+        "prompt": stable_key({"system": SUMMARY_SYSTEM, "user": SUMMARY_USER}),
+    }
 
 
 def _library_versions() -> dict:
@@ -324,20 +364,26 @@ def load_or_build_tree(ctx: RetrievalContext, o: RaptorOptions) -> tuple[Tree, b
         if tree.stats.get("summary_errors"):
             raise Uncacheable(tree)  # `building` removes the temporary folder
         atomic_write_json(tmp / "tree.json", tree.to_json())
-        atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time(),
-                                                  "libraries": _library_versions(), "stats": tree.stats})
+        atomic_write_json(
+            tmp / "manifest.json",
+            {"identity": identity, "created": time.time(), "libraries": _library_versions(), "stats": tree.stats},
+        )
 
     # verified against its checksums; a damaged tree is reported, removed and built again
     try:
-        files, loaded = load_or_build_folder(folder, write, {"tree.json": lambda p: Tree.from_json(read_json(p))},
-                                             identity)
+        files, loaded = load_or_build_folder(
+            folder, write, {"tree.json": lambda p: Tree.from_json(read_json(p))}, identity
+        )
     except Uncacheable as e:
-        log.warning("raptor: tree not cached: %d summaries failed (LLM errors); a rerun asks again",
-                    e.tree.stats["summary_errors"])
+        log.warning(
+            "raptor: tree not cached: %d summaries failed (LLM errors); a rerun asks again",
+            e.tree.stats["summary_errors"],
+        )
         return e.tree, False
     tree = files["tree.json"]
-    log.info("raptor: tree %s %s (levels %s)", folder.name, "loaded from cache" if loaded else "built",
-             tree.level_sizes())
+    log.info(
+        "raptor: tree %s %s (levels %s)", folder.name, "loaded from cache" if loaded else "built", tree.level_sizes()
+    )
     return tree, loaded
 
 
@@ -385,10 +431,10 @@ def passage_ranking(sims: np.ndarray, ancestors: np.ndarray, n_passages: int, wa
     cache_knobs=("method_options", "llm", "qa_top_k", "query_instructions"),
     uses_llm=lambda values: True,
     options=RaptorOptions,
-    setting_fields=("retriever", "llm"), llm_role="summary LLM",
+    setting_fields=("retriever", "llm"),
+    llm_role="summary LLM",
 )
 class RaptorRetriever:
-
     def __init__(self, options: RaptorOptions):
         self.options = options
         self.tree: Tree | None = None
@@ -398,8 +444,11 @@ class RaptorRetriever:
         tree, self.tree_loaded = load_or_build_tree(ctx, self.options)
         self.tree = tree
         passages = ctx.index.passages
-        summary_vecs = ctx.embeddings.embed(tree.texts, what="raptor summaries") if tree.texts else \
-            np.zeros((0, ctx.index.passage_vecs.shape[1]), dtype=np.float32)
+        summary_vecs = (
+            ctx.embeddings.embed(tree.texts, what="raptor summaries")
+            if tree.texts
+            else np.zeros((0, ctx.index.passage_vecs.shape[1]), dtype=np.float32)
+        )
         node_vecs = np.vstack([ctx.index.passage_vecs, summary_vecs])
         query_vecs = ctx.query_vectors(queries, "query_to_passage")
         ancestors = ancestor_table(tree)
@@ -412,7 +461,13 @@ class RaptorRetriever:
             order, scores, node_order = passage_ranking(sims, ancestors, n)
             for qi in range(len(sims)):
                 top = node_order[qi, :k].tolist()
-                diag = {"fallback": False,
-                        "top_nodes": [[int(v), 0 if v < n else tree.levels[v - n], round(float(sims[qi, v]), 4)] for v in top]}
-                out.append(Ranking(order=order[qi], scores=scores[qi], diagnostics=diag, contexts=[text(v) for v in top]))
+                diag = {
+                    "fallback": False,
+                    "top_nodes": [
+                        [int(v), 0 if v < n else tree.levels[v - n], round(float(sims[qi, v]), 4)] for v in top
+                    ],
+                }
+                out.append(
+                    Ranking(order=order[qi], scores=scores[qi], diagnostics=diag, contexts=[text(v) for v in top])
+                )
         return out

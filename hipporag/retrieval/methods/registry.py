@@ -61,9 +61,16 @@ def _builder(cls: type) -> Callable:
 METHODS = Registry("method", group="method", selector="name")
 
 
-def register_method(name: str, *, cache_knobs: tuple[str, ...] = (), uses_llm: Callable[[dict], bool] | None = None,
-                    options: type | None = None, setting_fields: tuple[str, ...] = ("retriever",),
-                    llm_role: str | None = None, ablation_knobs: tuple[str, ...] = ()):
+def register_method(
+    name: str,
+    *,
+    cache_knobs: tuple[str, ...] = (),
+    uses_llm: Callable[[dict], bool] | None = None,
+    options: type | None = None,
+    setting_fields: tuple[str, ...] = ("retriever",),
+    llm_role: str | None = None,
+    ablation_knobs: tuple[str, ...] = (),
+):
     """Class decorator: declare a retrieval method under `name` (see the module docstring)."""
 
     def register(cls: type) -> type:
@@ -73,9 +80,17 @@ def register_method(name: str, *, cache_knobs: tuple[str, ...] = (), uses_llm: C
             return cls
         if set(cache_knobs) & set(LLM_KNOBS) and uses_llm is None:
             raise ValueError(f"method {name!r} declares LLM knobs but no uses_llm rule")
-        spec = MethodSpec(name=name, builder=_builder(cls), options=options, cls=cls, cache_knobs=tuple(cache_knobs),
-                          uses_llm=uses_llm or _never, setting_fields=tuple(setting_fields), llm_role=llm_role,
-                          ablation_knobs=tuple(ablation_knobs))
+        spec = MethodSpec(
+            name=name,
+            builder=_builder(cls),
+            options=options,
+            cls=cls,
+            cache_knobs=tuple(cache_knobs),
+            uses_llm=uses_llm or _never,
+            setting_fields=tuple(setting_fields),
+            llm_role=llm_role,
+            ablation_knobs=tuple(ablation_knobs),
+        )
         METHODS.add(spec)
         cls.name = name
         return cls
@@ -89,4 +104,3 @@ def method_options(name: str, overrides: Mapping | None = None) -> Configured:
     if overrides is not None and dataclasses.is_dataclass(overrides):
         overrides = options_dict(overrides)
     return METHODS.configure({**group_config("method", name), **dict(overrides or {})})
-
