@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from hipporag.core.errors import SettingError
 from hipporag.core.knobs import INDEX_KNOBS, QUERY_KNOBS, RULES, RUN_KNOBS, Knobs
 from hipporag.core.paths import CONF_DIR
+from hipporag.retrieval.methods import METHODS
 from hipporag.run.settings import GROUPS, compose, load_settings
 
 
@@ -73,7 +74,7 @@ def test_the_stages_get_typed_values():
         ("ppr_device=gpu", "ppr_device='gpu' is not allowed: expected auto, cpu, cuda or cuda:N"),
         (
             "baseline=nope",
-            "baseline='nope' is not allowed: expected one of bm25, dense, hipporag, hipporag2, raptor or null",
+            f"baseline='nope' is not allowed: expected one of {', '.join(sorted(METHODS))} or null",
         ),
         ("max_llm_error_rate=2", "max_llm_error_rate=2 is not allowed: expected a number in [0, 1]"),
         (
