@@ -32,7 +32,8 @@ def main() -> None:
     from hipporag.data.sources import load_dataset
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.graph import prepare_graph_inputs
-    from hipporag.index.openie import build_extractor, run_openie, valid_triples
+    from hipporag.index.openie import build_extractor, run_openie
+    from hipporag.index.openie.validity import valid_triples
     from hipporag.index.synonymy import SynonymyStore
     from hipporag.run.settings import compose, load_settings
 

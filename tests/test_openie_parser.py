@@ -1,4 +1,5 @@
-"""The tolerant OpenIE parser: known malformations, then a fuzz run over generated broken outputs."""
+"""The tolerant OpenIE parser: it repairs the JSON around the lists (known malformations, then a fuzz run over
+generated broken outputs), and leaves the items to the one official validity rule."""
 
 import json
 import random
@@ -20,13 +21,24 @@ EXPECTED = [["Ada Brenn", "born in", "Marlow"], ["Marlow", "lies on", "River Elm
         str(GOOD_TRIPLES),  # Python repr: single quotes
         json.dumps({"result": {"Triples": EXPECTED}}),  # nested, other case
         json.dumps(EXPECTED),  # a bare list
-        json.dumps({"triples": [[t] for t in EXPECTED]}),  # one nesting level too many
-        json.dumps({"triples": [{"subject": s, "predicate": p, "object": o} for s, p, o in EXPECTED]}),
     ],
 )
 def test_recovers_common_malformations(text):
     r = parse_triples(text)
     assert r.error is None and r.items == EXPECTED
+
+
+@pytest.mark.parametrize(
+    "triples",
+    [
+        [[t] for t in EXPECTED],  # one nesting level too many
+        [{"subject": s, "predicate": p, "object": o} for s, p, o in EXPECTED],
+        ["Ada Brenn", "born in", "Marlow"],  # a bare triple of strings
+    ],
+)
+def test_never_repairs_a_triple_as_the_official_rule_does_not(triples):
+    r = parse_triples(json.dumps({"triples": triples}))
+    assert r.error is None and r.items == [] and r.dropped == len(triples)
 
 
 def test_truncated_json_keeps_complete_triples():
@@ -35,16 +47,20 @@ def test_truncated_json_keeps_complete_triples():
     assert r.error is None and r.items[0] == EXPECTED[0]
 
 
-def test_wrong_lengths_and_non_strings_are_dropped_and_counted():
+def test_wrong_lengths_are_dropped_and_counted_other_elements_become_strings():
     r = parse_triples(
-        json.dumps({"triples": [["a", "b"], ["a", "b", "c", "d"], ["x", 1902, "y"], [None, "p", "o"], "str"]})
+        json.dumps(
+            {"triples": [["a", "b"], ["a", "b", "c", "d"], ["x", 1902, "y"], [None, "p", "o"], "str", ["", "p", "o"]]}
+        )
     )
-    assert r.items == [["x", "1902", "y"]] and r.dropped == 4
+    assert r.items == [["x", "1902", "y"], ["None", "p", "o"], ["", "p", "o"]] and r.dropped == 3
 
 
 def test_entities():
-    assert parse_entities('{"named_entities": ["Ada", "Marlow", "Ada", 1902, null]}').items == ["Ada", "Marlow", "1902"]
-    assert parse_entities("```\n['Ada', ['Marlow']]\n```").items == ["Ada", "Marlow"]
+    r = parse_entities('{"named_entities": ["Ada", "Marlow", "Ada", 1902, null]}')
+    assert r.items == ["Ada", "Marlow", "1902", "None"] and r.dropped == 0
+    r = parse_entities("```\n['Ada', ['Marlow']]\n```")
+    assert r.items == ["Ada"] and r.dropped == 1
     assert parse_entities("I could not find any entities.").error == "no JSON found in the response"
 
 
@@ -122,7 +138,7 @@ def test_fuzz_no_exception_escapes_and_every_output_is_recorded():
                 r = parse(text)
                 assert r.error is not None or isinstance(r.items, list)
                 assert all(
-                    isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) and x for x in t)
+                    isinstance(t, list) and len(t) == 3 and all(isinstance(x, str) for x in t)
                     for t in (r.items if parse is parse_triples else [])
                 )
             recorded += 1

@@ -1,6 +1,6 @@
 import pytest
 
-from hipporag.index.openie import valid_triples
+from hipporag.index.openie.validity import valid_triples
 
 
 @pytest.fixture(scope="module")

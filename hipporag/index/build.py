@@ -24,7 +24,8 @@ from hipporag.core.knobs import INDEX, Knobs
 from hipporag.core.textnorm import text_hash
 from hipporag.index.embed import EmbeddingCache
 from hipporag.index.graph import build_graph, prepare_graph_inputs
-from hipporag.index.openie import Extractor, OpenIEStats, run_openie, valid_triples
+from hipporag.index.openie import Extractor, OpenIEStats, run_openie
+from hipporag.index.openie.validity import valid_triples
 from hipporag.index.synonymy import SynonymyStore
 
 log = logging.getLogger(__name__)

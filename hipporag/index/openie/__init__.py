@@ -36,20 +36,6 @@ class OpenIEStats:
     error_examples: list[str] = field(default_factory=list)
 
 
-def valid_triples(triples: list) -> list[list[str]]:
-    """Official `filter_invalid_triples`: keep length-3 triples as strings, drop exact duplicates, keep order."""
-    seen: set[tuple[str, ...]] = set()
-    out = []
-    for t in triples:
-        if not isinstance(t, (list, tuple)) or len(t) != 3:
-            continue
-        t = [str(x) for x in t]
-        if tuple(t) not in seen:
-            seen.add(tuple(t))
-            out.append(t)
-    return out
-
-
 def openie_store(cache_dir: Path, identity: dict) -> KeyValueStore:
     return KeyValueStore(Path(cache_dir) / "openie" / f"{stable_key(identity)}.sqlite", identity)
 

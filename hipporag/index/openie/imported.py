@@ -19,6 +19,7 @@ from hipporag.cache.keys import file_digest
 from hipporag.core.errors import UserError
 from hipporag.core.textnorm import passage_id
 from hipporag.index.openie.extraction import Extraction
+from hipporag.index.openie.validity import valid_entities, valid_triples
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +123,9 @@ class ImportedExtractor:
                 todo.append(i)
             else:
                 out.append(
-                    Extraction(
-                        entities=[str(e) for e in doc.get("extracted_entities", [])],
-                        triples=list(doc.get("extracted_triples", [])),
+                    Extraction(  # the rule the LLM extractor applies to its answers too
+                        entities=valid_entities(doc.get("extracted_entities", [])),
+                        triples=valid_triples(doc.get("extracted_triples", [])),
                     )
                 )
         self.report["matched"] += len(passages) - len(todo)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from hipporag.index.openie.extraction import Extraction
-from hipporag.index.openie.parse import parse_entities, parse_triples
+from hipporag.index.openie.parse import PARSE_VERSION, parse_entities, parse_triples
 
 PROMPT_VERSION = 1
 
@@ -77,6 +77,7 @@ class LLMExtractor:
             "name": "llm",
             "llm": llm.identity,
             "prompt_version": PROMPT_VERSION,
+            "parse_version": PARSE_VERSION,  # 2: the one official triple rule (openie.validity)
             "max_new_tokens": max_new_tokens,
             "temperature": 0.0,
         }

@@ -1,9 +1,10 @@
-"""A tolerant parser for LLM OpenIE output: what local models actually return.
+"""A tolerant parser for LLM OpenIE output: it finds the JSON in what local models actually return.
 
 Handles code fences, prose around the JSON, truncated JSON (unclosed strings, lists and objects),
-Python-style single quotes, wrong nesting (a triple list wrapped once more, a bare list instead of an
-object, objects with subject/predicate/object keys), non-string items, and triples of the wrong length.
-It never raises: the result says what it kept, what it dropped and, when nothing was recoverable, why.
+Python-style single quotes, the list under another key or nested in another object, and a bare list
+instead of an object. The items of the list then go through the one rule every extractor shares
+(`openie.validity`, the official `filter_invalid_triples`): the parser repairs the JSON, never a triple.
+It never raises: the result says what it kept, what it dropped and, when nothing was found, why.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import ast
 import json
 import re
 from dataclasses import dataclass, field
+
+from hipporag.index.openie.validity import SCALARS, valid_entities, valid_triples
+
+PARSE_VERSION = 2  # bump when the parser's output for the same answer changes (part of the LLM extractor's identity)
 
 _FENCE = re.compile(r"```(?:json|JSON|python)?\s*(.*?)(?:```|$)", re.S)
 
@@ -91,62 +96,27 @@ def _find_key(obj, keys: tuple[str, ...]):
     return None
 
 
-def _scalar(x) -> str | None:
-    if isinstance(x, bool) or x is None:
-        return None
-    if isinstance(x, (str, int, float)):
-        s = str(x).strip()
-        return s or None
-    return None
-
-
 def parse_entities(text: str) -> ParseResult:
+    """The `named_entities` list of an answer, through the one entity rule (`validity.valid_entities`)."""
     obj = _decode(text) if isinstance(text, str) else None
     if obj is None:
         return ParseResult(error="no JSON found in the response")
     value = _find_key(obj, ("named_entities", "entities", "entity")) if isinstance(obj, dict) else obj
     if value is None:
         return ParseResult(error="no 'named_entities' list in the JSON")
-    result = ParseResult()
-    stack = [value] if not isinstance(value, list) else list(value)
-    while stack:  # flatten any nesting
-        x = stack.pop(0)
-        if isinstance(x, list):
-            stack[0:0] = x
-        elif isinstance(x, dict):
-            name = _scalar(x.get("name") or x.get("entity") or x.get("text"))
-            if name:
-                result.items.append(name)
-            else:
-                result.dropped += 1
-        elif (s := _scalar(x)) is not None:
-            result.items.append(s)
-        else:
-            result.dropped += 1
-    result.items = list(dict.fromkeys(result.items))
-    return result
-
-
-def _as_triple(x):
-    if isinstance(x, dict):
-        parts = [x.get(k) for k in ("subject", "predicate", "object")]
-        if any(p is None for p in parts):
-            parts = list(x.values())
-        x = parts
-    if isinstance(x, (list, tuple)):
-        while len(x) == 1 and isinstance(x[0], (list, tuple)):  # [[s, p, o]]
-            x = x[0]
-        if len(x) == 3:
-            parts = [_scalar(p) for p in x]
-            if all(parts):
-                return parts
-    return None
+    if not isinstance(value, list):
+        return ParseResult(error=f"'named_entities' is a {type(value).__name__}, not a list")
+    items = valid_entities(value)
+    return ParseResult(items=items, dropped=sum(not isinstance(e, SCALARS) for e in value))
 
 
 TRIPLE_KEYS = ("triples", "triple", "relations", "facts", "fact")
 
 
 def parse_triples(text: str, keys: tuple[str, ...] = TRIPLE_KEYS) -> ParseResult:
+    """The `triples` list of an answer, through the one triple rule (`validity.valid_triples`, the official
+    one): the parser repairs the JSON around the list, never the triples in it. `dropped` counts the items
+    the rule refused or found twice."""
     obj = _decode(text) if isinstance(text, str) else None
     if obj is None:
         return ParseResult(error="no JSON found in the response")
@@ -155,19 +125,5 @@ def parse_triples(text: str, keys: tuple[str, ...] = TRIPLE_KEYS) -> ParseResult
         return ParseResult(error="no 'triples' list in the JSON")
     if not isinstance(value, list):
         return ParseResult(error=f"'triples' is a {type(value).__name__}, not a list")
-    if len(value) == 3 and all(_scalar(v) for v in value):  # a single bare triple
-        value = [value]
-    result = ParseResult()
-    for x in value:
-        t = _as_triple(x)
-        if t is None:
-            # a list of triples nested one level too deep
-            if isinstance(x, list) and x and all(isinstance(y, (list, tuple, dict)) for y in x):
-                inner = [_as_triple(y) for y in x]
-                result.items.extend(t for t in inner if t)
-                result.dropped += sum(t is None for t in inner)
-            else:
-                result.dropped += 1
-        else:
-            result.items.append(t)
-    return result
+    items = valid_triples(value)
+    return ParseResult(items=items, dropped=len(value) - len(items))
