@@ -91,3 +91,34 @@ def test_building_is_atomic_and_builds_once(tmp_path):
     assert (target / "done.json").exists()
     with building(target) as tmp:
         assert tmp is None  # already built: load instead
+
+
+def test_the_store_writer_commits_from_many_threads_and_reports_a_failed_commit(tmp_path):
+    import threading
+
+    from hipporag.cache.writer import StoreWriter
+
+    store = KeyValueStore(tmp_path / "w.sqlite", {"model": "w"})
+    commits = []
+    writer = StoreWriter(store, on_commit=commits.append)
+    threads = [
+        threading.Thread(target=lambda t=t: [writer.put(f"{t}-{i}", b"v") for i in range(250)]) for t in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    writer.flush()
+    assert len(store) == 2000 and sum(commits) == 2000  # grouped: fewer commits than entries under load
+    writer.put("late", b"x")
+    writer.close()
+    assert store.get_many(["late", "0-0"]) == {"late": b"x", "0-0": b"v"}
+    writer.flush()  # a closed writer returns at once
+
+    broken = StoreWriter(KeyValueStore(tmp_path / "not-a-dir" / "x.sqlite", {"model": "w"}))
+    (tmp_path / "not-a-dir").write_text("a file where the store's folder should be")
+    broken.put("k", b"v")
+    with pytest.raises(RuntimeError, match="committing to the cache failed"):
+        broken.flush()
+    with pytest.raises(RuntimeError, match="committing to the cache failed"):
+        broken.put("k2", b"v")

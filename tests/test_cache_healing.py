@@ -177,16 +177,16 @@ def unparseable_but_listed(folder):  # a file that passes its checksum but does 
 def test_a_damaged_graph_folder_is_rebuilt(tmp_path, caplog, damage):
     folder = tmp_path / "graph" / "k1"
     build = GraphBuilder()
-    graph, stats, cached = load_or_build_graph(folder, GRAPH_ID, build)
+    graph, stats, cached, _ = load_or_build_graph(folder, GRAPH_ID, build)
     assert not cached and build.builds == 1
     damaged = damage(folder)
-    again, stats2, cached = load_or_build_graph(folder, GRAPH_ID, build)
+    again, stats2, cached, _ = load_or_build_graph(folder, GRAPH_ID, build)
     assert build.builds == 2 and not cached
     assert edges(again) == edges(graph) and stats2 == stats
     [message] = warnings_naming(caplog, folder / damaged)
     assert "rebuilt" in message
     assert names(folder.parent) == ["k1"]  # nothing half-removed left
-    third, _, cached = load_or_build_graph(folder, GRAPH_ID, build)
+    third, _, cached, _ = load_or_build_graph(folder, GRAPH_ID, build)
     assert cached and build.builds == 2 and edges(third) == edges(graph)
 
 

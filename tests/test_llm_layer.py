@@ -140,7 +140,12 @@ def test_openai_embedder_honours_base_url(server):
     texts = ["Port Alder", "a glass factory", "Kestrel Island"]
     a, b = remote.encode(texts), local.encode(texts)
     assert a.shape == b.shape and np.allclose((a * b).sum(axis=1), 1.0, atol=1e-4)
-    assert remote.identity["base_url"] == base_url
+    # cached by what is served, not where: another address shares the vectors, another identity does not
+    elsewhere = OpenAIEmbedder(model="all-MiniLM-L6-v2", base_url="http://127.0.0.1:9/v1")
+    assert remote.base_url == base_url and remote.identity == elsewhere.identity and "base_url" not in remote.identity
+    assert (
+        OpenAIEmbedder(model="all-MiniLM-L6-v2", base_url=base_url, identity="fine-tuned").identity != remote.identity
+    )
 
 
 def test_api_key_only_from_environment(monkeypatch):

@@ -5,7 +5,8 @@
 time as precisely. With `HIPPORAG_FAILPOINT_AFTER=FILE` the process first waits (up to 10 minutes) for
 FILE to exist, so that a test can line up another process before the kill. Unset (always, outside
 tests/test_faults.py) a failpoint is one dictionary lookup.
-Points: openie.committed, embed.committed, graph.written, rankings.saved, job.start.
+Points: openie.committed, embed.committed, graph.written, rankings.saved, job.start, and llm.committed
+(counted per LLM answer committed by the concurrent path: `llm.committed:100` kills after the 100th).
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from pathlib import Path
 _counts: dict[str, int] = {}
 
 
-def hit(name: str) -> None:
+def hit(name: str, count: int = 1) -> None:
     spec = os.environ.get("HIPPORAG_FAILPOINT")
     if not spec:
         return
     target, _, nth = spec.partition(":")
     if name != target:
         return
-    _counts[name] = _counts.get(name, 0) + 1
+    _counts[name] = _counts.get(name, 0) + count
     if _counts[name] >= int(nth or 1):
         after = os.environ.get("HIPPORAG_FAILPOINT_AFTER")
         deadline = time.monotonic() + 600

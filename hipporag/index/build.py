@@ -61,6 +61,10 @@ class IndexReport:
     embedding_misses: int = 0
     synonymy: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    # what building this index cost, whichever run built it: `built` (now | earlier), `built_at`, `openie`
+    # (per LLM stage: requests, tokens, request-seconds, errors, summed over the cached extractions) and
+    # `build_s` (the wall time of each stage in the run that built the graph)
+    cost: dict = field(default_factory=dict)
 
 
 def corpus_hash(passages: list[str]) -> str:
@@ -107,13 +111,13 @@ def build_index(
         lock.release()
 
 
-def load_or_build_graph(graph_dir: Path, identity: dict, build) -> tuple[ig.Graph, dict, bool]:
-    """(graph, stats, loaded from the cache?). `build(tmp)` writes graph.pickle, stats.json and manifest.json;
-    a damaged folder is reported, removed and built again (cache.load_or_build_folder)."""
+def load_or_build_graph(graph_dir: Path, identity: dict, build) -> tuple[ig.Graph, dict, bool, dict]:
+    """(graph, stats, loaded from the cache?, manifest). `build(tmp)` writes graph.pickle, stats.json and
+    manifest.json; a damaged folder is reported, removed and built again (cache.load_or_build_folder)."""
     files, cached = load_or_build_folder(
         graph_dir, build, {"graph.pickle": lambda p: ig.Graph.Read_Pickle(str(p)), "stats.json": read_json}, identity
     )
-    return files["graph.pickle"], files["stats.json"], cached
+    return files["graph.pickle"], files["stats.json"], cached, files["manifest.json"]
 
 
 def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: Path, identity: dict, key: str):
@@ -150,11 +154,25 @@ def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: 
         graph, stats = build_graph(passages, inputs, synonymy, directed=knobs.directed)
         return graph, asdict(stats)
 
+    def build_timings(t_graph: float) -> dict:
+        return {
+            **{k: round(v, 3) for k, v in report.timings.items()},
+            "graph_s": round(time.perf_counter() - t_graph, 3),
+        }
+
     def build(tmp: Path) -> None:
+        t_graph = time.perf_counter()
         graph, stats = make_graph()
         graph.write_pickle(str(tmp / "graph.pickle"))
         atomic_write_json(tmp / "stats.json", stats)
-        atomic_write_json(tmp / "manifest.json", {"identity": identity, "created": time.time()})
+        atomic_write_json(
+            tmp / "manifest.json",
+            {
+                "identity": identity,
+                "created": time.time(),
+                "build": {"timings": build_timings(t_graph), "openie_cost": report.openie.cost},
+            },
+        )
         failpoints.hit("graph.written")
 
     if report.openie.failed_requests:  # a graph missing those passages' triples is never cached as good
@@ -165,9 +183,16 @@ def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: 
             report.openie.failed_requests,
         )
         graph, stats = make_graph()
+        manifest = {"created": time.time(), "build": {"timings": build_timings(t0)}}
     else:
-        graph, stats, report.graph_cached = load_or_build_graph(cache_dir / "graph" / key, identity, build)
+        graph, stats, report.graph_cached, manifest = load_or_build_graph(cache_dir / "graph" / key, identity, build)
     report.timings["graph_s"] = time.perf_counter() - t0
+    report.cost = {
+        "built": "earlier" if report.graph_cached else "now",
+        "built_at": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(manifest.get("created", time.time()))),
+        "openie": report.openie.cost,  # summed from the cached extractions: exact whatever run made them
+        "build_s": (manifest.get("build") or {}).get("timings", {}),  # none for graphs built by older versions
+    }
     log.info(
         "Graph %s: %s (%d nodes, %d edges)",
         key,

@@ -124,6 +124,7 @@ class OpenAIEmbedder:
         instruction_template: str = "{instruction}",
         timeout: float = 120,
         max_retries: int = 5,
+        identity: str | None = None,
     ):
         import openai
 
@@ -134,7 +135,13 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self.instructions = dict(instructions or {})
         self.instruction_template = instruction_template
-        self.identity = {"name": "openai", "model": model, "base_url": base_url, "normalize": True}
+        # what is served, not where: the same model behind another address shares the cache
+        self.identity = {
+            "name": "openai",
+            "model": model,
+            "normalize": True,
+            **({"identity": identity} if identity else {}),
+        }
 
     query_prefix = SentenceTransformerEmbedder.query_prefix
     query_instructions = SentenceTransformerEmbedder.query_instructions
@@ -189,6 +196,7 @@ class OpenAIEmbedderOptions(EmbedderOptions):
     api_key_env: str = option(text())  # the key is read from this variable, never the config
     timeout: float = option(number(0, lo_open=True))
     max_retries: int = option(integer(0))
+    identity: str | None = option(text(optional=True))  # names what is served when two models share a name
 
 
 @EMBEDDERS.register("sentence-transformers", options=SentenceTransformersOptions)
@@ -217,6 +225,7 @@ def _openai_embedder(o: OpenAIEmbedderOptions):
         instruction_template=o.instruction_template,
         timeout=o.timeout,
         max_retries=o.max_retries,
+        identity=o.identity,
     )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hipporag.core.registry import Configured, Registry, option
-from hipporag.core.rules import device_name, integer, number, text
+from hipporag.core.rules import choice, device_name, integer, number, text
 from hipporag.llm.cached import CachedLLM
 
 LLM_BACKENDS = Registry("LLM backend", group="llm", selector="backend")
@@ -16,11 +16,17 @@ LLM_BACKENDS = Registry("LLM backend", group="llm", selector="backend")
 
 @dataclass(frozen=True)
 class LLMOptions:
-    """What every backend has: the model and the decoding settings (part of every response's cache key)."""
+    """What every backend has: the model, what is served (`revision`, `identity`: the cache identity with the
+    model name, never the address), the decoding settings (part of every response's cache key), and an
+    optional price per million tokens for the cost estimate of runs and indexes."""
 
     model: str = option(text())
+    revision: str | None = option(text(optional=True))  # the weights' revision, when known (a hub commit, a tag)
+    identity: str | None = option(text(optional=True))  # names what is served when two weights share a model name
     max_new_tokens: int = option(integer(1))
     temperature: float = option(number(0))
+    price_per_mtok_in: float | None = option(number(0, optional=True))  # e.g. 0.15 (USD per million input tokens)
+    price_per_mtok_out: float | None = option(number(0, optional=True))
 
 
 @dataclass(frozen=True)
@@ -34,9 +40,10 @@ class TransformersOptions(LLMOptions):
 class OpenAIOptions(LLMOptions):
     base_url: str | None = option(text(optional=True))  # null: the OpenAI API
     api_key_env: str = option(text())  # the key is read from this variable, never the config
-    max_concurrency: int = option(integer(1))  # requests in flight at once
+    max_concurrency: int = option(integer(1))  # requests in flight at once, all stages together
     timeout: float = option(number(0, lo_open=True))  # seconds per request
     max_retries: int = option(integer(0))  # retries of a transient failure, with backoff
+    transport: str = option(choice("auto", "http", "openai"))  # http: lean keep-alive; openai: the official client
 
 
 @dataclass(frozen=True)
@@ -52,15 +59,30 @@ def build_llm(llm: Configured | Mapping, cache_dir: Path, fail_fast: bool = Fals
     at the first cache miss."""
     if not isinstance(llm, Configured):
         llm = LLM_BACKENDS.configure(llm)
-    decoding = {"max_new_tokens": llm.options.max_new_tokens, "temperature": llm.options.temperature}
-    return CachedLLM(llm.build(), cache_dir, decoding, fail_fast=fail_fast)
+    o = llm.options
+    decoding = {"max_new_tokens": o.max_new_tokens, "temperature": o.temperature}
+    prices = {"in": o.price_per_mtok_in, "out": o.price_per_mtok_out}
+    return CachedLLM(
+        llm.build(),
+        cache_dir,
+        decoding,
+        fail_fast=fail_fast,
+        prices=prices if any(v is not None for v in prices.values()) else None,
+    )
 
 
 @LLM_BACKENDS.register("transformers", options=TransformersOptions)
 def _transformers(o: TransformersOptions):
     from hipporag.llm.transformers_chat import TransformersChatLLM
 
-    return TransformersChatLLM(model=o.model, gguf_file=o.gguf_file, batch_size=o.batch_size, device=o.device)
+    return TransformersChatLLM(
+        model=o.model,
+        gguf_file=o.gguf_file,
+        batch_size=o.batch_size,
+        device=o.device,
+        revision=o.revision,
+        identity=o.identity,
+    )
 
 
 @LLM_BACKENDS.register("openai", options=OpenAIOptions)
@@ -74,6 +96,9 @@ def _openai(o: OpenAIOptions):
         max_concurrency=o.max_concurrency,
         timeout=o.timeout,
         max_retries=o.max_retries,
+        transport=o.transport,
+        revision=o.revision,
+        identity=o.identity,
     )
 
 
@@ -87,4 +112,6 @@ def _vllm(o: VLLMOptions):
         gpu_memory_utilization=o.gpu_memory_utilization,
         max_model_len=o.max_model_len,
         dtype=o.dtype,
+        revision=o.revision,
+        identity=o.identity,
     )

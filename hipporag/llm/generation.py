@@ -5,6 +5,7 @@ Its own module so that the backends and the cached front (llm.py) import it with
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 
@@ -15,3 +16,20 @@ class Generation:
     output_tokens: int = 0
     cached: bool = False
     error: str | None = None  # set when the backend gave up on this request; never cached
+    seconds: float = 0.0  # wall time of the request, retries included (for a cached answer: when it was asked)
+    attempts: int = 1  # requests sent for this answer (1 + retries)
+
+    def record(self) -> bytes:
+        """What the response cache keeps of it: the answer and what it cost."""
+        return json.dumps(
+            {
+                "text": self.text,
+                "input_tokens": self.input_tokens,
+                "output_tokens": self.output_tokens,
+                "seconds": round(self.seconds, 4),
+            }
+        ).encode()
+
+    @classmethod
+    def from_record(cls, data: bytes) -> Generation:
+        return cls(**json.loads(data), cached=True)

@@ -37,14 +37,29 @@ def smollm2_dir() -> Path:
 class TransformersChatLLM:
     """A causal LM through transformers' chat template; batched, greedy by default, CUDA when present."""
 
-    def __init__(self, model: str, gguf_file: str | None = None, batch_size: int = 8, device: str = "auto"):
+    def __init__(
+        self,
+        model: str,
+        gguf_file: str | None = None,
+        batch_size: int = 8,
+        device: str = "auto",
+        revision: str | None = None,
+        identity: str | None = None,
+    ):
         self.model_name = model
         self.gguf_file = gguf_file
         self.batch_size = batch_size
         self.requested_device = device
+        self.revision = revision
         self._model = None
         self._tok = None
-        self.identity = {"backend": "transformers", "model": model, "gguf_file": gguf_file}
+        self.identity = {
+            "backend": "transformers",
+            "model": model,
+            "gguf_file": gguf_file,
+            **({"revision": revision} if revision else {}),
+            **({"identity": identity} if identity else {}),
+        }
 
     def _source(self) -> str:
         if self.model_name == "smollm2":
@@ -60,6 +75,8 @@ class TransformersChatLLM:
             source = self._source()
             log.info("Loading LLM %s%s on %s", source, f" ({self.gguf_file})" if self.gguf_file else "", device)
             kwargs = {"gguf_file": self.gguf_file} if self.gguf_file else {}
+            if self.revision:
+                kwargs["revision"] = self.revision
             tok = AutoTokenizer.from_pretrained(source, **kwargs)
             tok.padding_side = "left"
             if tok.pad_token is None:

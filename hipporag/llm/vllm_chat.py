@@ -18,6 +18,8 @@ class VLLMChatLLM:
         gpu_memory_utilization: float = 0.9,
         max_model_len: int | None = None,
         dtype: str = "auto",
+        revision: str | None = None,
+        identity: str | None = None,
     ):
         try:
             import vllm  # noqa: F401
@@ -31,9 +33,15 @@ class VLLMChatLLM:
             "gpu_memory_utilization": gpu_memory_utilization,
             "dtype": dtype,
             **({"max_model_len": max_model_len} if max_model_len else {}),
+            **({"revision": revision} if revision else {}),
         }
         self._llm = None
-        self.identity = {"backend": "vllm", "model": model}
+        self.identity = {
+            "backend": "vllm",
+            "model": model,
+            **({"revision": revision} if revision else {}),
+            **({"identity": identity} if identity else {}),
+        }
 
     def _load(self):
         if self._llm is None:

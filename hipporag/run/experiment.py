@@ -51,6 +51,16 @@ def key_values(knobs, method: Configured, llm, embedder) -> dict:
     }
 
 
+def index_cost(cost: dict, llm) -> dict:
+    """The index's cost as metrics.json keeps it, with a USD estimate per LLM stage when prices are set."""
+    out = {**cost, "openie": {stage: dict(c) for stage, c in (cost.get("openie") or {}).items()}}
+    for c in out["openie"].values():
+        usd = llm.cost_usd(c["input_tokens"], c["output_tokens"])
+        if usd is not None:
+            c["usd"] = usd
+    return out
+
+
 def run_experiment(
     cfg: DictConfig, run_dir: Path, sweep_group: str | None = None, settings: Settings | None = None
 ) -> dict:
@@ -130,6 +140,10 @@ def run_experiment(
     timings["total_s"] = time.perf_counter() - t_start
 
     usage = {stage: vars(u) for stage, u in llm.usage.items()}
+    for u in usage.values():
+        usd = llm.cost_usd(u["input_tokens"], u["output_tokens"])
+        if usd is not None:
+            u["usd"] = usd
     failures = llm_failures(usage, knobs.max_llm_error_rate)
     degraded = any(f["above_max"] for f in failures.values())
     metrics = {
@@ -153,6 +167,7 @@ def run_experiment(
             "nodes": index.graph.vcount(),
             "edges": index.graph.ecount(),
             **index.stats,
+            "cost": index_cost(report.cost, llm),
         },
         "openie": {**vars(report.openie), **({"import": extractor.report} if hasattr(extractor, "report") else {})},
         "cache": {

@@ -5,6 +5,26 @@ from __future__ import annotations
 SUMMARY_KS = (1, 2, 5, 10)
 
 
+def _usd(c: dict) -> str:
+    return f" (${c['usd']:,.2f})" if "usd" in c else ""
+
+
+def index_cost_lines(cost: dict) -> list[str]:
+    """What the index cost to build, said by every run that uses it (built now, or earlier by another run)."""
+    if not cost:
+        return []
+    when = "built now" if cost.get("built") == "now" else f"built earlier ({cost.get('built_at')})"
+    parts = [
+        f"LLM {stage}: {c['requests']:,} requests, {c['input_tokens']:,} in / {c['output_tokens']:,} out "
+        f"tokens, {c['seconds'] / 60:.1f} request-min, {c['errors']} failed attempts{_usd(c)}"
+        for stage, c in (cost.get("openie") or {}).items()
+    ]
+    build = cost.get("build_s") or {}
+    if build:
+        parts.append("build " + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in build.items()))
+    return [f"index {when}: " + ("; ".join(parts) if parts else "no LLM calls")]
+
+
 def format_summary(metrics: dict) -> str:
     """The table a user reads at the end of a run (percentages, like the papers)."""
     cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1", "fallbacks", "retrieve s", "read s"]
@@ -36,10 +56,11 @@ def format_summary(metrics: dict) -> str:
         f"graph {idx['nodes']} nodes / {idx['edges']} edges ({'cached' if idx['graph_cached'] else 'built'})"
     )
     out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t.items()))
+    out.extend(index_cost_lines(idx.get("cost") or {}))
     for stage, u in metrics.get("llm_usage", {}).items():
         out.append(
             f"LLM {stage}: {u['calls']} calls ({u['cache_hits']} cached), {u['input_tokens']} in / "
-            f"{u['output_tokens']} out tokens, {u['seconds']:.1f} s, {u['errors']} failed"
+            f"{u['output_tokens']} out tokens, {u['seconds']:.1f} s, {u['errors']} failed{_usd(u)}"
             + (f", {u['unusable']} unusable answers" if u.get("unusable") else "")
         )
     out.extend(status_lines(metrics))

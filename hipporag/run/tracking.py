@@ -124,6 +124,15 @@ class WandbTracker:
         summary.update({f"timing/{k}": v for k, v in metrics.get("timings", {}).items()})
         for stage, usage in metrics.get("llm_usage", {}).items():
             summary.update({f"llm/{stage}/{k}": v for k, v in usage.items()})
+        cost = (metrics.get("index") or {}).get("cost") or {}
+        summary.update(
+            {
+                f"index/cost/{k.replace('.', '/')}": v
+                for k, v in flatten(cost).items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
+        )
+        summary["index/built"] = cost.get("built", "")
         self.run.summary.update(summary)
         frame = pd.DataFrame(records)
         keep = [

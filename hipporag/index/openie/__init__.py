@@ -9,6 +9,7 @@ output, counted, and never aborts the batch.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from tqdm.auto import tqdm
 
 from hipporag.cache.keys import stable_key
 from hipporag.cache.store import KeyValueStore
+from hipporag.cache.writer import StoreWriter
 from hipporag.core import failpoints
 from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, integer, text
@@ -34,6 +36,25 @@ class OpenIEStats:
     errors: int = 0
     failed_requests: int = 0  # passages whose extraction failed in the backend (LLM errors): not cached
     error_examples: list[str] = field(default_factory=list)
+    # what the corpus' extractions cost, summed over every passage whatever run extracted it (LLM extractors)
+    cost: dict = field(default_factory=dict)
+
+
+COST_KEYS = ("requests", "input_tokens", "output_tokens", "seconds", "errors")
+
+
+def total_cost(costs) -> dict:
+    """Per-passage costs ({stage: {requests, input_tokens, ...}}) summed per stage, with the passages counted."""
+    out: dict[str, dict] = {}
+    for cost in costs:
+        for stage, c in (cost or {}).items():
+            into = out.setdefault(stage, dict.fromkeys((*COST_KEYS, "passages"), 0))
+            for k in COST_KEYS:
+                into[k] += c.get(k, 0)
+            into["passages"] += 1
+    for c in out.values():
+        c["seconds"] = round(c["seconds"], 3)
+    return out
 
 
 def openie_store(cache_dir: Path, identity: dict) -> KeyValueStore:
@@ -43,13 +64,18 @@ def openie_store(cache_dir: Path, identity: dict) -> KeyValueStore:
 def run_openie(
     passages: list[str], extractor: Extractor, cache_dir: Path, batch_size: int | None = None
 ) -> tuple[list[Extraction], OpenIEStats]:
-    """Extract every passage not yet in the cache, in committed batches (the extractor's `batch_size`:
-    a kill loses at most the batch in flight); return all results in order."""
-    batch_size = int(batch_size or extractor.batch_size)
+    """Extract every passage not yet in the cache; return all results in order.
+
+    An extractor that streams (`extractor.streams`: the LLM extractor on an OpenAI-compatible server) hands
+    back each passage as it completes, and each is committed at once; the others extract committed batches
+    of `batch_size` passages. Either way a kill loses at most what was in flight."""
     store = openie_store(cache_dir, extractor.identity)
     keys = [text_hash(p) for p in passages]
     cached = store.get_many(keys)
-    todo = [i for i, k in enumerate(keys) if k not in cached]
+    first = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+    todo = [i for k, i in first.items() if k not in cached]  # each text once, in corpus order
     stats = OpenIEStats(passages=len(passages), cached=len(passages) - len(todo))
     log.info(
         "OpenIE (%s): %d/%d passages from cache, %d to extract",
@@ -62,15 +88,11 @@ def run_openie(
         extractor.check([passages[i] for i in todo])
     results: dict[str, Extraction] = {k: Extraction.from_bytes(v) for k, v in cached.items()}
     with tqdm(total=len(todo), desc="OpenIE", unit="passage", disable=not todo) as bar:
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start : start + batch_size]
-            out = extractor.extract([passages[i] for i in batch])
-            store.put_many({keys[i]: e.to_bytes() for i, e in zip(batch, out) if not e.transient})
-            failpoints.hit("openie.committed")
-            for i, e in zip(batch, out):
-                results[keys[i]] = e
-            stats.extracted += len(batch)
-            bar.update(len(batch))
+        if todo and getattr(extractor, "streams", False):
+            _stream(extractor, [passages[i] for i in todo], [keys[i] for i in todo], store, results, bar)
+        else:
+            _batches(extractor, passages, keys, todo, int(batch_size or extractor.batch_size), store, results, bar)
+    stats.extracted = len(todo)
     ordered = [results[k] for k in keys]
     for p, e in zip(passages, ordered):
         stats.failed_requests += e.transient
@@ -78,8 +100,42 @@ def run_openie(
             stats.errors += 1
             if len(stats.error_examples) < 3:
                 stats.error_examples.append(f"{p[:60]!r}: {e.error}")
+    stats.cost = total_cost(e.cost for e in dict(zip(keys, ordered)).values())
     store.close()
     return ordered, stats
+
+
+def _batches(extractor, passages, keys, todo, batch_size, store, results, bar) -> None:
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
+        out = extractor.extract([passages[i] for i in batch])
+        store.put_many({keys[i]: e.to_bytes() for i, e in zip(batch, out) if not e.transient})
+        failpoints.hit("openie.committed")
+        for i, e in zip(batch, out):
+            results[keys[i]] = e
+        bar.update(len(batch))
+
+
+def _stream(extractor, passages, keys, store, results, bar) -> None:
+    """Each passage committed as it completes (one writer thread), never before the answers it was made from
+    are (`extractor.sync`): an extraction in the cache implies its answers are too. The bar shows requests/s
+    and tokens/s."""
+    writer = StoreWriter(
+        store, on_commit=lambda n: failpoints.hit("openie.committed"), before_commit=getattr(extractor, "sync", None)
+    )
+    shown = time.monotonic()
+    try:
+        for j, e in extractor.stream(passages):
+            results[keys[j]] = e
+            if not e.transient:
+                writer.put(keys[j], e.to_bytes())
+            bar.update(1)
+            if time.monotonic() - shown > 0.5:
+                bar.set_postfix(extractor.rates(), refresh=False)
+                shown = time.monotonic()
+        bar.set_postfix(extractor.rates(), refresh=False)
+    finally:
+        writer.close()
 
 
 EXTRACTORS = Registry("extractor", group="extractor", selector="name")

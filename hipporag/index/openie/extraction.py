@@ -7,7 +7,7 @@ without importing each other.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Protocol
 
 
@@ -18,9 +18,13 @@ class Extraction:
     error: str | None = None
     raw: str | None = None
     transient: bool = False  # a backend failure (network, server): not cached, retried on the next run
+    # what producing it cost, for LLM extractors: requests, input_tokens, output_tokens, seconds (the requests'
+    # own latencies) and errors (failed attempts). Kept with the cached extraction, so an index built over
+    # several runs still knows its whole cost.
+    cost: dict | None = None
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+        return json.dumps(vars(self)).encode()  # vars, not asdict: no deep copy of the triples (hot at scale)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Extraction:
