@@ -21,7 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-import igraph as ig
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,6 +102,16 @@ def musique_case(data: Path):
 
 def synthetic_case(n_passages: int, n_queries: int, seed: int = 0):
     """A graph with musique_train's shape at 100k passages / ~1M entities, and HippoRAG-2-like resets."""
+    import igraph as ig
+
+    n, edges, weights, n_ent = synthetic_edges(n_passages, seed)
+    g = ig.Graph(n=n, edges=edges, directed=False)
+    g.es["weight"] = weights.tolist()
+    return g, SyntheticResets(n_queries, n_ent, n_passages, seed), n_ent
+
+
+def synthetic_edges(n_passages: int, seed: int = 0):
+    """(nodes, edges E × 2, weights, entity count) of the synthetic graph: entities first, then passages."""
     rng = np.random.default_rng(seed)
     per_passage = rng.poisson(11.0, n_passages).clip(1, 60)  # musique: 10.5 entities per passage
     mentions = int(per_passage.sum())
@@ -140,9 +149,7 @@ def synthetic_case(n_passages: int, n_queries: int, seed: int = 0):
     dst += [sb[keep], sa[keep]]
     w += [sw, sw]
     edges = np.stack([np.concatenate(src), np.concatenate(dst)], 1)
-    g = ig.Graph(n=n_ent + n_passages, edges=edges, directed=False)
-    g.es["weight"] = np.concatenate(w).tolist()
-    return g, SyntheticResets(n_queries, n_ent, n_passages, seed), n_ent
+    return n_ent + n_passages, edges, np.concatenate(w), n_ent
 
 
 class SyntheticResets:
@@ -192,9 +199,7 @@ def run_batched(
     return out, seconds, {"blocks": blocks, "block": step}
 
 
-def compare(
-    name: str, graph: ig.Graph, resets, n_ent: int, sample: int | None, device: str | None, repeats: int = 1
-) -> dict:
+def compare(name: str, graph, resets, n_ent: int, sample: int | None, device: str | None, repeats: int = 1) -> dict:
     """Both engines on the same reset vectors; with repeats > 1 each time is the median of that many runs,
     run alternately (igraph, batched, igraph, ...) so that machine noise hits both alike."""
     q = len(resets)

@@ -19,3 +19,21 @@ def settings():
 def knobs(settings):
     """The top-level knobs of conf/config.yaml as the stages get them (`knobs.replace(damping=0.3)` to vary)."""
     return settings().knobs
+
+
+@pytest.fixture
+def scripted_server():
+    """Start OpenAI-compatible scripted servers (tests/scripted_server.py) for a test; all stopped after it.
+    `scripted_server(latency=..., max_num_seqs=..., answer=...)` returns a started ScriptedServer."""
+    from scripted_server import ScriptedServer
+
+    started = []
+
+    def start(**options):
+        server = ScriptedServer(**options).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from cli import run_cli
-from scripted_server import ScriptedServer, messages_key
+from scripted_server import messages_key
 
 from hipporag.data.sources import load_dataset
 from hipporag.index.build import build_index
@@ -18,11 +18,9 @@ from hipporag.llm.backends import build_llm
 
 
 @pytest.fixture
-def servers():
-    started = [ScriptedServer(latency=lambda: 0.01, max_num_seqs=64).start() for _ in range(2)]
-    yield started
-    for s in started:
-        s.stop()
+def servers(scripted_server):
+    """Two servers of the same model, on two ports."""
+    return [scripted_server(latency=lambda: 0.01, max_num_seqs=64) for _ in range(2)]
 
 
 def llm_settings(settings, server, *extra):
@@ -51,19 +49,16 @@ def test_the_same_model_on_another_port_sends_nothing(settings, servers, tmp_pat
     assert sum(b.requests.values()) == 2 * len(passages)
 
 
-def test_requests_are_pipelined_under_one_limit_and_their_cost_is_kept(settings, tmp_path):
-    server = ScriptedServer(latency=lambda: 0.05, max_num_seqs=1000).start()
-    try:
-        passages = load_dataset(settings().dataset).passage_texts()
-        arrivals = []
-        answer = server.answer
-        server.answer = lambda messages: (
-            arrivals.append("ner" if "entities in a passage" in messages[0]["content"] else "triples"),
-            answer(messages),
-        )[1]
-        (results, stats), llm = extract(settings, server, tmp_path, passages, "llm.max_concurrency=8")
-    finally:
-        server.stop()
+def test_requests_are_pipelined_under_one_limit_and_their_cost_is_kept(settings, scripted_server, tmp_path):
+    server = scripted_server(latency=lambda: 0.05, max_num_seqs=1000)
+    passages = load_dataset(settings().dataset).passage_texts()
+    arrivals = []
+    answer = server.answer
+    server.answer = lambda messages: (
+        arrivals.append("ner" if "entities in a passage" in messages[0]["content"] else "triples"),
+        answer(messages),
+    )[1]
+    (results, stats), llm = extract(settings, server, tmp_path, passages, "llm.max_concurrency=8")
     assert server.peak_in_flight == 8  # the one limit, however many passages wait
     # no barrier: triple requests go out while NER requests are still being answered
     assert arrivals.index("triples") < len(passages) - 1 and "ner" in arrivals[arrivals.index("triples") :]
@@ -95,47 +90,43 @@ def test_a_failed_request_is_not_cached_and_is_asked_again(settings, servers, tm
 
 
 @pytest.mark.slow
-def test_a_run_killed_half_way_resumes_without_asking_anything_twice(tmp_path):
+def test_a_run_killed_half_way_resumes_without_asking_anything_twice(scripted_server, tmp_path):
     """kill -9 after half of the answers are committed; the rerun sends exactly the requests never answered."""
-    server = ScriptedServer(latency=lambda: 0.02, max_num_seqs=64).start()
-    try:
-        args = (
-            "run.py",
-            "extractor=llm",
-            "llm=openai",
-            "llm.model=scripted",
-            f"llm.base_url={server.base_url}",
-            "llm.max_concurrency=16",
-            "read=false",
-            "tracker=none",
-            f"cache_dir={tmp_path / 'cache'}",
-        )
-        run_cli(
-            *args, f"hydra.run.dir={tmp_path / 'killed'}", env={"HIPPORAG_FAILPOINT": "llm.committed:45"}, expect_rc=-9
-        )
-        first = dict(server.requests)
-        [store] = (tmp_path / "cache" / "llm").glob("*.sqlite")
-        with sqlite3.connect(store) as conn:
-            committed = conn.execute("SELECT COUNT(*) FROM kv").fetchone()[0]
-        assert 45 <= committed < 90 and sum(first.values()) < 90  # killed half way
-        time.sleep(0.2)
-        server.requests.clear()
-        run_cli(*args, f"hydra.run.dir={tmp_path / 'resumed'}")
-        second = dict(server.requests)
-        assert sum(second.values()) == 90 - committed and set(second.values()) == {1}  # only what was never answered
-        # the requests asked again are exactly those of the killed run that never made it into the cache
-        assert len(set(first) & set(second)) == sum(first.values()) - committed
-        assert len(set(first) | set(second)) == 90
-        metrics = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
-        cost = metrics["index"]["cost"]
-        assert cost["built"] == "now" and {s: c["requests"] for s, c in cost["openie"].items()} == {
-            "openie/ner": 45,
-            "openie/triples": 45,
-        }  # the whole index's cost, both runs' requests together
-    finally:
-        server.stop()
+    server = scripted_server(latency=lambda: 0.02, max_num_seqs=64)
+    args = (
+        "run.py",
+        "extractor=llm",
+        "llm=openai",
+        "llm.model=scripted",
+        f"llm.base_url={server.base_url}",
+        "llm.max_concurrency=16",
+        "read=false",
+        "tracker=none",
+        f"cache_dir={tmp_path / 'cache'}",
+    )
+    run_cli(*args, f"hydra.run.dir={tmp_path / 'killed'}", env={"HIPPORAG_FAILPOINT": "llm.committed:45"}, expect_rc=-9)
+    first = dict(server.requests)
+    [store] = (tmp_path / "cache" / "llm").glob("*.sqlite")
+    with sqlite3.connect(store) as conn:
+        committed = conn.execute("SELECT COUNT(*) FROM kv").fetchone()[0]
+    assert 45 <= committed < 90 and sum(first.values()) < 90  # killed half way
+    time.sleep(0.2)
+    server.requests.clear()
+    run_cli(*args, f"hydra.run.dir={tmp_path / 'resumed'}")
+    second = dict(server.requests)
+    assert sum(second.values()) == 90 - committed and set(second.values()) == {1}  # only what was never answered
+    # the requests asked again are exactly those of the killed run that never made it into the cache
+    assert len(set(first) & set(second)) == sum(first.values()) - committed
+    assert len(set(first) | set(second)) == 90
+    metrics = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
+    cost = metrics["index"]["cost"]
+    assert cost["built"] == "now" and {s: c["requests"] for s, c in cost["openie"].items()} == {
+        "openie/ner": 45,
+        "openie/triples": 45,
+    }  # the whole index's cost, both runs' requests together
 
 
+@pytest.mark.slow  # loads MiniLM
 def test_build_index_reports_the_cost_of_an_index_built_earlier(settings, servers, tmp_path):
     a, _ = servers
     s = llm_settings(settings, a)

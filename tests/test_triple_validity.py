@@ -4,7 +4,6 @@ LLM server sends them (extractor=llm) or an official OpenIE file holds them (ext
 import json
 
 import pytest
-from scripted_server import ScriptedServer
 
 from hipporag.core.textnorm import passage_id
 from hipporag.index.graph import prepare_graph_inputs
@@ -42,11 +41,9 @@ def script(messages):
     return json.dumps(TRIPLES_FOR[passage])
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = ScriptedServer(answer=script).start()
-    yield srv
-    srv.stop()
+@pytest.fixture
+def server(scripted_server):
+    return scripted_server(answer=script)
 
 
 def official_file(tmp_path):

@@ -31,12 +31,15 @@ from __future__ import annotations
 import logging
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import igraph as ig
 import numpy as np
 import scipy.sparse as sp
 
 from hipporag.core.device import pick_device
+
+if TYPE_CHECKING:
+    import igraph as ig
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +74,17 @@ class TransitionMatrix:
 
     @classmethod
     def from_graph(cls, graph: ig.Graph, directed: bool = False) -> TransitionMatrix:
-        from scipy.sparse.csgraph import reverse_cuthill_mckee
-
-        n = graph.vcount()
         edges = np.asarray(graph.get_edgelist(), dtype=np.int64).reshape(-1, 2)
         weights = np.asarray(graph.es["weight"] if graph.ecount() else [], dtype=np.float64)
+        return cls.from_edges(graph.vcount(), edges, weights, symmetric=not (directed and graph.is_directed()))
+
+    @classmethod
+    def from_edges(cls, n: int, edges: np.ndarray, weights: np.ndarray, symmetric: bool = True) -> TransitionMatrix:
+        """From an edge list (E × 2 node ids) and its weights: walked both ways (`symmetric`) or as directed.
+        Needs no igraph (the GPU check builds its synthetic graph this way)."""
+        from scipy.sparse.csgraph import reverse_cuthill_mckee
+
         src, dst = edges[:, 0], edges[:, 1]
-        symmetric = not (directed and graph.is_directed())
         if symmetric:
             src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
             weights = np.concatenate([weights, weights])
