@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reference", type=Path, default=None, help="a reference OpenIE file (official layout)")
     ap.add_argument("--cache", type=Path, default=None, help="cache dir (default: the runs' own, outputs/cache)")
     ap.add_argument("--out", type=Path, default=None, help="where the runs and extractors.json go")
-    ap.add_argument("--speed-sample", type=int, default=300, help="passages extracted afresh to time (0: skip)")
+    ap.add_argument("--speed-sample", type=int, default=1000, help="passages extracted afresh to time (0: skip)")
     ap.add_argument("--export", type=Path, default=None, help="write each extraction to DIR/LABEL.json")
     ap.add_argument("--write", action="store_true", help="replace this dataset's block of reproduce/EXTRACTORS.md")
     args = ap.parse_args(argv)

@@ -112,7 +112,7 @@ def test_bad_values_are_refused_with_the_knob_named(override, message):
 def test_a_nested_part_is_checked_by_its_own_registry():
     """extractor=imported carries its fallback extractor: checked as an extractor, named by its full path."""
     s = load_settings(compose("extractor=imported"))
-    assert s.extractor.options.fallback.name == "spacy" and s.extractor.options.fallback.options.batch_size == 64
+    assert s.extractor.options.fallback.name == "spacy" and s.extractor.options.fallback.options.batch_size == 512
     with pytest.raises(SettingError, match=r"extractor.fallback.batch_size=0 is not allowed: expected an integer >= 1"):
         load_settings(compose("extractor=imported", "extractor.fallback.batch_size=0"))
     with pytest.raises(

@@ -12,27 +12,61 @@ def extractor():
 
 def test_triples_from_dependency_parse(extractor):
     [e] = extractor.extract(
-        ["Tessel Works\nTessel Works was founded by Mira Castell. It makes glass lenses and bronze bells."]
+        [
+            "Tessel Works\nTessel Works was founded by Mira Castell. It makes glass lenses and bronze bells for Harrowgate."
+        ]
     )
     assert e.error is None
     assert ["Tessel Works", "founded by", "Mira Castell"] in e.triples
-    # pronoun subject resolved to the title; conjoined objects each get a triple
-    assert ["Tessel Works", "makes", "glass lenses"] in e.triples
-    assert ["Tessel Works", "makes", "bronze bells"] in e.triples
+    # the pronoun subject is the title; a named object is a fact; two generic phrases never make one
+    assert ["Tessel Works", "makes lenses for", "Harrowgate"] in e.triples  # the parse hangs "for" on "lenses"
+    assert not any("glass lenses" in t for t in e.triples)
     assert "Mira Castell" in e.entities
 
 
 def test_prepositions_appositions_and_relational_nouns(extractor):
     [e] = extractor.extract(
         [
-            "Mira Castell\nMira Castell, a chemist, was born in Harrowgate. She is the mayor of Lunden. Castell founded Tessel Works."
+            "Mira Castell\nMira Castell, a chemist, was born in Harrowgate. She is the mayor of Lunden. "
+            "Castell founded Tessel Works."
         ]
     )
     assert ["Mira Castell", "born in", "Harrowgate"] in e.triples
-    assert ["Mira Castell", "is", "chemist"] in e.triples
     assert ["Mira Castell", "is mayor of", "Lunden"] in e.triples
     # a lone surname equal to the title's last word is the title's person
     assert ["Mira Castell", "founded", "Tessel Works"] in e.triples
+    assert not any(t[2] == "chemist" for t in e.triples)  # a generic apposition describes, it links nothing
+
+
+def test_the_title_is_the_subject_of_its_passage(extractor):
+    [e] = extractor.extract(
+        [
+            "Alder Glassworks\nAlder Glassworks is a glass factory in Port Alder. The factory was founded by "
+            "Ilse Varga. Launched at the Cologne fair in 1871, its lenses were sold in Denmark."
+        ]
+    )
+    # "the factory": the category noun of "X is a glass factory" names the title
+    assert ["Alder Glassworks", "founded by", "Ilse Varga"] in e.triples
+    # named entities governed through the verb's object keep that noun and preposition
+    assert ["Alder Glassworks", "is factory in", "Port Alder"] in e.triples
+    # every named entity left out of the verb triples is tied to the title by the verb that governs it
+    assert ["Alder Glassworks", "launched at", "Cologne"] in e.triples
+    assert any(t[0] == "Alder Glassworks" and t[2] == "Denmark" for t in e.triples)
+
+
+def test_names_relative_clauses_hyphens_and_nationalities(extractor):
+    [e] = extractor.extract(
+        [
+            "Kim Jong-chul\nKim Jong - chul studied at the University of Copenhagen, which was founded by "
+            "Eric Lund. He is a North Korean politician."
+        ]
+    )
+    # the corpus' spaced hyphen is the title's hyphen: one node, not two
+    assert ["Kim Jong-chul", "studied at", "University of Copenhagen"] in e.triples  # "of" stays in a name
+    # the relative pronoun is the noun it modifies
+    assert any(t[0] == "University of Copenhagen" and t[2] == "Eric Lund" for t in e.triples), e.triples
+    # a nationality is an adjective, not an entity node
+    assert not any("North Korean" in (t[0], t[2]) for t in e.triples)
 
 
 def test_batch_keeps_order_and_empty_passages(extractor):

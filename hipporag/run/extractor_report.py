@@ -124,7 +124,7 @@ def measure_extractors(
     reference: Path | None,
     cache_dir: Path,
     out_dir: Path,
-    speed_sample: int = 300,
+    speed_sample: int = 1000,
     export_dir: Path | None = None,
 ) -> list[Measured]:
     """Every candidate (and the reference file, first, when given), measured in the same way."""

@@ -156,7 +156,8 @@ class LLMExtractorOptions:
 @dataclass(frozen=True)
 class SpacyExtractorOptions:
     model: str = option(text())
-    batch_size: int = option(integer(1))
+    batch_size: int = option(integer(1))  # passages per call, committed together
+    n_process: int = option(integer(1))  # spaCy worker processes for calls of >= 256 passages
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def _llm_extractor(o: LLMExtractorOptions, llm):
 def _spacy_extractor(o: SpacyExtractorOptions, llm):
     from hipporag.index.openie.spacy_extractor import SpacyExtractor
 
-    return SpacyExtractor(model=o.model, batch_size=o.batch_size)
+    return SpacyExtractor(model=o.model, batch_size=o.batch_size, n_process=o.n_process)
 
 
 @EXTRACTORS.register("imported", options=ImportedOptions)
