@@ -13,23 +13,23 @@ Arguments (the phrases that become entity nodes), in order of preference:
 - a **named entity** (spaCy NER; counts, ordinals, percents, quantities and money are not names), cut at
   prepositions other than "of" / "for" / "de" ("Tessel Works in Harrowgate" -> "Tessel Works",
   "University of Copenhagen" kept whole), leading article dropped; dates are kept ("January 1960");
-- a **noun chunk** without leading determiners or possessives ("glass lenses"), with its "of" phrase when it
-  has one ("family of motorcycles").
-A common-noun chunk is a *generic* argument: a triple needs at least one argument that is the title, a named
-entity or a phrase with a proper noun or a number, so "a common name" may describe the title but two generic
-phrases ("the year", "one") never make a fact.
+- a **noun chunk** without leading determiners or possessives ("glass lenses").
+The title, a named entity and a phrase with a proper noun are *specific*; a common-noun chunk is *generic*. A
+fact needs two specific arguments: a generic phrase ("a chemist", "the year", "glass lenses") would be a
+seed that names nothing and a node that bridges nothing (measured: reproduce/EXTRACTORS.md).
 
 Triples:
 - from each verb with a subject (nsubj / nsubjpass; conjoined verbs inherit it; a relative clause's
   "which / who / that" is the noun it modifies; a participle modifying a noun has that noun as subject):
   (subject, verb, object / attribute), (subject, "verb prep", prepositional object), (subject, "verb by",
   agent), conjuncts each on their own, negation kept ("not verb"); the predicate is the verb's surface form;
-- (subject, "is Y of", Z) for a relational noun ("X is the mayor of Y"), and appositions ("X, a chemist,";
-  "X, the capital of Y");
-- possessives: (owner, "has", possessed phrase) ("Castell's daughter");
+- (subject, "is Y of", Z) for a relational noun ("X is the mayor of Y"), and appositions ("X, the capital of
+  Y");
+- possessives: (owner, "has", what it owns, when that is a name too);
 - every named entity of the passage left in no triple is tied to the title by the verb and preposition that
-  govern it ("Launched at the Cologne show" -> (title, launched at, Cologne)), or "mentions" when no verb
-  does: in a passage about X, what it names is related to X.
+  govern it ("Launched at the Cologne show" -> (title, launched at, Cologne); "X is a glass factory in Y" ->
+  (X, is factory in, Y)), or "mentions" when no verb does: in a passage about X, what it names is related
+  to X. This rule is most of the gain over rules 2 (reproduce/EXTRACTORS.md).
 
 Known weaknesses (measure with `python -m hipporag.measure_extractors` before trusting a number): the small
 model's parse errors on long sentences; no coreference beyond the title rules (a pronoun about someone else
@@ -166,7 +166,7 @@ class _Passage:
         for nc in doc.noun_chunks:
             for t in nc:
                 self.chunk_of[t.i] = nc
-        self.category = None
+        self.category = None  # read by is_title, which _category itself calls
         self.category = self._category()
         self.triples: list[list[str]] = []
         self.specific: dict[str, bool] = {}
@@ -239,19 +239,7 @@ class _Passage:
             specific = any(t.pos_ == "PROPN" for t in span)
             if not specific and tok.i not in self.chunk_of:
                 specific = tok.pos_ == "PROPN"
-            text = self.with_of_phrase(tok, text) if not specific else text
         self.specific[text] = self.specific.get(text, False) or specific
-        return text
-
-    def with_of_phrase(self, tok, text: str) -> str:
-        """A generic noun with its "of" phrase says what it is: "family of motorcycles"."""
-        for prep in tok.rights:
-            if prep.dep_ == "prep" and prep.lower_ == "of":
-                pobj = [c for c in prep.children if c.dep_ == "pobj"]
-                if pobj and pobj[0].i not in self.ent_of and pobj[0].pos_ == "NOUN":
-                    obj = self.raw_phrase(pobj[0])
-                    if obj:
-                        return f"{text} of {obj}"
         return text
 
     def of_object(self, tok):
