@@ -1,5 +1,6 @@
 """`python run.py` as a user runs it: a subprocess, the real models, a fresh cache, then a warm rerun."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -36,6 +37,16 @@ def test_outputs_and_metric_keys(two_runs):
     assert metrics["index"]["nodes"] == metrics["index"]["entity_nodes"] + metrics["index"]["passage_nodes"]
     assert metrics["openie"]["extracted"] == metrics["index"]["passages"]
     assert metrics["timings"]["total_s"] > 0
+    # provenance: the files read and the weights used, by digest
+    from hipporag.data.sources import demo_data_dir
+
+    prov = metrics["provenance"]
+    read = {Path(f["path"]).name: f["sha256"] for f in prov["inputs"]}
+    for name in ("demo.json", "demo_corpus.json"):
+        assert read[name] == hashlib.sha256((demo_data_dir() / name).read_bytes()).hexdigest(), name
+    assert prov["models"]["embedder"]["weights"][0]["sha256"]
+    assert prov["models"]["llm"]["identity"]["model"] == "smollm2" and prov["models"]["llm"]["weights"]
+    assert prov["models"]["extractor"]["identity"]["rules"] >= 3
     # HippoRAG 2 has to find most gold passages in the top 10 on its own demo
     assert metrics["methods"]["hipporag2"]["recall@10"] > 0.6
     frame = pd.read_parquet(out / "per_query.parquet")

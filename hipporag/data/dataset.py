@@ -41,6 +41,7 @@ class Dataset:
     queries: list[Query]
     corpus: list[Passage]
     gold_missing: dict = field(default_factory=dict)  # gold passages absent from the corpus (`check_gold`)
+    files: list[str] = field(default_factory=list)  # the files it was read from (their digests go in the run record)
 
     def passage_texts(self) -> list[str]:
         """Corpus passage strings, de-duplicated in first-seen order (duplicates index once)."""

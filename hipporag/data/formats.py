@@ -163,6 +163,6 @@ def load_files(
     corpus = parse_corpus(_read_json(corpus_path), corpus_path)
     if limit is not None:
         queries = queries[:limit]
-    dataset = Dataset(name=name, queries=queries, corpus=corpus)
+    dataset = Dataset(name=name, queries=queries, corpus=corpus, files=[str(questions_path), str(corpus_path)])
     dataset.check_gold(questions_path, strict_gold)
     return dataset

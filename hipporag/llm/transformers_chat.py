@@ -61,7 +61,8 @@ class TransformersChatLLM:
             **({"identity": identity} if identity else {}),
         }
 
-    def _source(self) -> str:
+    def source(self) -> str:
+        """Where the weights load from: the offline SmolLM2 package folder, a local folder or a hub id."""
         if self.model_name == "smollm2":
             return str(smollm2_dir())
         return self.model_name
@@ -72,7 +73,7 @@ class TransformersChatLLM:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             device = pick_device(self.requested_device)
-            source = self._source()
+            source = self.source()
             log.info("Loading LLM %s%s on %s", source, f" ({self.gguf_file})" if self.gguf_file else "", device)
             kwargs = {"gguf_file": self.gguf_file} if self.gguf_file else {}
             if self.revision:

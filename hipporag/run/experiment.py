@@ -30,6 +30,7 @@ from hipporag.retrieval.ranking_cache import (
     ranking_key,
     save_rankings,
 )
+from hipporag.run.provenance import collect_provenance
 from hipporag.run.settings import Settings, load_settings
 from hipporag.run.summary import format_summary, llm_failures
 from hipporag.run.tracking import make_tracker, write_run_files
@@ -59,6 +60,29 @@ def index_cost(cost: dict, llm) -> dict:
         if usd is not None:
             c["usd"] = usd
     return out
+
+
+def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_dir: Path) -> dict:
+    """The run's provenance block: every input file read, every model, every seed."""
+    inputs = list(dataset.files)
+    for part in (extractor, getattr(extractor, "fallback", None)):
+        if getattr(part, "path", None):
+            inputs.append(str(part.path))  # an imported OpenIE file
+    if settings.knobs.filter_prompt:
+        inputs.append(str(settings.knobs.filter_prompt))
+    seeds = {"bootstrap": M.BOOTSTRAP_SEED}
+    for method in settings.methods_to_run():
+        if hasattr(method.options, "seed"):
+            seeds[f"{method.name}.seed"] = method.options.seed
+    models = {
+        "extractor": extractor,
+        "embedder": embedder,
+        "llm": llm,
+        "extractor_llm": getattr(extractor, "llm", None),
+    }
+    if models["extractor_llm"] is llm:
+        del models["extractor_llm"]
+    return collect_provenance(cache_dir=cache_dir, input_files=inputs, models=models, seeds=seeds)
 
 
 def run_experiment(
@@ -177,11 +201,11 @@ def run_experiment(
         "llm_usage": usage,
         "timings": {**report.timings, **timings},
     }
+    metrics["provenance"] = run_provenance(settings, dataset, extractor, embedder, llm, cache_dir)
     resolved = OmegaConf.to_yaml(cfg, resolve=True)
     write_run_files(run_dir, metrics, all_records, resolved)
-    tracker = make_tracker(
-        settings.tracker, run_dir, OmegaConf.to_container(cfg, resolve=True), sweep_group, settings.method.name
-    )
+    config = {**OmegaConf.to_container(cfg, resolve=True), "provenance": metrics["provenance"]}
+    tracker = make_tracker(settings.tracker, run_dir, config, sweep_group, settings.method.name)
     if tracker is not None:
         tracker.log_results(metrics, all_records)
         tracker.finish()
