@@ -5,6 +5,8 @@ import json
 import subprocess
 from importlib import metadata
 
+import pytest
+
 from hipporag.core.paths import REPO_ROOT
 from hipporag.run.provenance import FileDigests, code_version, collect_provenance, model_record
 
@@ -90,3 +92,37 @@ def _maybe(package):
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
+
+
+def test_compare_metrics_verdicts():
+    from hipporag.run.rerun import compare_metrics, provenance_changes
+
+    a = {"methods": {"dense": {"recall@2": 0.5, "em": None, "retrieve_s": 1.0, "ci": {"recall@2": [0.4, 0.6]}}}}
+    b = {"methods": {"dense": {"recall@2": 0.5 + 1e-12, "em": None, "retrieve_s": 9.0, "ci": {"recall@2": [0.4, 0.7]}}}}
+    verdicts = {c.metric: c.verdict for c in compare_metrics(a, b, tolerance=1e-9)}
+    assert verdicts == {
+        "dense.recall@2": "within tolerance",
+        "dense.em": "identical",
+        "dense.ci.recall@2.0": "identical",
+        "dense.ci.recall@2.1": "different",
+    }  # wall times are not results
+    assert provenance_changes(
+        {"provenance": {"code": {"dirty": True}}}, {"provenance": {"code": {"dirty": False}}}
+    ) == [("code.dirty", True, False)]
+
+
+@pytest.mark.slow
+def test_rerun_of_a_demo_run_is_identical(tmp_path):
+    from cli import run_cli
+
+    cache = f"cache_dir={tmp_path / 'cache'}"
+    run_cli("run.py", "tracker=none", "read=false", cache, f"hydra.run.dir={tmp_path / 'run'}")
+    proc = run_cli("-m", "hipporag.rerun", str(tmp_path / "run"), "--out", str(tmp_path / "again"))
+    assert "0 different, 0 missing" in proc.stdout and "within tolerance (1e-09)" in proc.stdout
+    assert "provenance: identical" in proc.stdout, proc.stdout[-2000:]
+    first = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    again = json.loads((tmp_path / "again" / "metrics.json").read_text())
+    assert first["methods"]["hipporag2"]["recall@2"] == again["methods"]["hipporag2"]["recall@2"]
+    assert again["index"]["graph_cached"]  # the rerun used the recorded cache_dir
+    bad = run_cli("-m", "hipporag.rerun", str(tmp_path), expect_rc=2)
+    assert "not a recorded run" in bad.stderr and bad.stderr.strip().count("\n") == 0

@@ -1,0 +1,120 @@
+"""Rerun a recorded run from its saved config and say, metric by metric, whether it gives the same numbers.
+
+Why: a number that cannot be reproduced is an anecdote. A run folder holds the composed config Hydra saved
+(`.hydra/config.yaml`, interpolations kept) and metrics.json with its provenance; rerunning that exact config
+(`python run.py --config-path RUN_DIR/.hydra --config-name config`) and comparing the two records shows
+whether the numbers still hold, and, when they do not, which provenance fields (code, packages, machine,
+models, inputs) changed in between.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hipporag.core.errors import UserError
+from hipporag.core.paths import REPO_ROOT
+
+# every per-method value is compared (recall@k, EM, F1, CIs, deltas, p-values, fallbacks, error counts)
+# except wall times, which no rerun repeats
+
+
+class RerunError(UserError):
+    """The folder is not a recorded run, or the rerun failed."""
+
+    hint = "give a run folder of `python run.py` (it holds metrics.json and .hydra/config.yaml)"
+
+
+@dataclass
+class Comparison:
+    metric: str
+    recorded: object
+    rerun: object
+    verdict: str  # identical | within tolerance | different | missing
+
+
+def _flatten(d, prefix: str = "") -> dict:
+    out = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            out.update(_flatten(v, f"{prefix}{i}."))
+    else:
+        out[prefix.rstrip(".")] = d
+    return out
+
+
+def _is_result(key: str) -> bool:
+    return not key.rsplit(".", 1)[-1].endswith("_s")
+
+
+def compare_metrics(recorded: dict, rerun: dict, tolerance: float) -> list[Comparison]:
+    """Every per-method result of the recorded run against the rerun's."""
+    a = {k: v for k, v in _flatten(recorded.get("methods", {})).items() if _is_result(k)}
+    b = {k: v for k, v in _flatten(rerun.get("methods", {})).items() if _is_result(k)}
+    out = []
+    for key in sorted(a.keys() | b.keys()):
+        x, y = a.get(key), b.get(key)
+        if key not in a or key not in b:
+            verdict = "missing"
+        elif x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)):
+            verdict = "identical"
+        elif isinstance(x, int | float) and isinstance(y, int | float) and abs(x - y) <= tolerance:
+            verdict = "within tolerance"
+        else:
+            verdict = "different"
+        out.append(Comparison(key, x, y, verdict))
+    return out
+
+
+def provenance_changes(recorded: dict, rerun: dict) -> list[tuple[str, object, object]]:
+    """The provenance fields whose values differ between the two records."""
+    a, b = _flatten(recorded.get("provenance") or {}), _flatten(rerun.get("provenance") or {})
+    return [(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+
+
+def rerun(run_dir: Path, out_dir: Path, extra: list[str] = ()) -> dict:
+    """Run the recorded config again into `out_dir`; returns the new metrics."""
+    run_dir = Path(run_dir).resolve()
+    config = run_dir / ".hydra" / "config.yaml"
+    if not (run_dir / "metrics.json").is_file() or not config.is_file():
+        raise RerunError(f"{run_dir}: not a recorded run (metrics.json and .hydra/config.yaml expected)")
+    cmd = [
+        sys.executable,
+        str(REPO_ROOT / "run.py"),
+        "--config-path",
+        str(config.parent),
+        "--config-name",
+        "config",
+        f"hydra.run.dir={Path(out_dir).resolve()}",
+        *extra,
+    ]
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
+    if proc.returncode not in (0, 3):  # 3: finished degraded, which the comparison shows
+        raise RerunError(f"the rerun of {run_dir} failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+    return json.loads((Path(out_dir) / "metrics.json").read_text())
+
+
+def format_comparison(comparisons: list[Comparison], changes: list[tuple], tolerance: float) -> str:
+    lines = ["| metric | recorded | rerun | verdict |", "|---|---|---|---|"]
+    for c in comparisons:
+        lines.append(f"| {c.metric} | {c.recorded} | {c.rerun} | {c.verdict} |")
+    counts = {v: sum(c.verdict == v for c in comparisons) for v in ("identical", "within tolerance", "different")}
+    counts["missing"] = sum(c.verdict == "missing" for c in comparisons)
+    lines.append("")
+    lines.append(
+        f"{len(comparisons)} metrics: {counts['identical']} identical, {counts['within tolerance']} within "
+        f"tolerance ({tolerance:g}), {counts['different']} different, {counts['missing']} missing"
+    )
+    if changes:
+        lines.append(f"provenance fields that differ ({len(changes)}):")
+        lines += [f"  {k}: {a!r} -> {b!r}" for k, a, b in changes]
+    else:
+        lines.append("provenance: identical")
+    return "\n".join(lines)
