@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hydra.errors import HydraException
+
 from hipporag.core.errors import EXIT_USER_ERROR, UserError
 from hipporag.core.paths import REPRODUCE_DIR
 
@@ -56,6 +58,9 @@ def main(argv: list[str] | None = None) -> None:
             )
     except UserError as e:
         print(f"error: {e.one_line()}", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+    except HydraException as e:  # an override that does not compose (unknown group option, bad syntax)
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
     dataset = cfg.dataset.name
     text = format_report(results, dataset)

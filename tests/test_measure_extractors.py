@@ -75,3 +75,7 @@ def test_command_refuses_a_bad_candidate_in_one_line(tmp_path):
     assert proc.stderr.strip().count("\n") == 0 and "expected 'LABEL: override" in proc.stderr
     proc = run_cli("-m", "hipporag.measure_extractors", "--reference", str(tmp_path / "none.json"), expect_rc=2)
     assert "reference OpenIE file not found" in proc.stderr
+    proc = run_cli(
+        "-m", "hipporag.measure_extractors", "dataset=nosuch", "--candidate", "a: extractor=spacy", expect_rc=2
+    )
+    assert proc.stderr.strip().count("\n") == 0 and "nosuch" in proc.stderr

@@ -120,7 +120,9 @@ def _nvidia_driver() -> str | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.decode().split("\n")[0].strip() or None if out.returncode == 0 else None
+    if out.returncode != 0:
+        return None
+    return out.stdout.decode().split("\n")[0].strip() or None
 
 
 class FileDigests:
