@@ -135,7 +135,7 @@ def measure_extractors(
         raise SettingError(f"candidate labels must be unique (and not {REFERENCE!r} with --reference): {labels}")
     if reference is not None:
         candidates = [Candidate(REFERENCE, ["extractor=imported", f"extractor.path={reference}"]), *candidates]
-    passages = load_dataset(load_settings(compose(*base)).dataset).passage_texts()
+    passages = load_dataset(load_settings(compose(*base)).dataset).passage_texts() if export_dir else None
     results: list[Measured] = []
     reference_extractions = None
     for c in candidates:

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from hipporag.cache.files import atomic_write_text
+from hipporag.cache.keys import file_digest
 from hipporag.core.paths import REPO_ROOT
 
 # the packages whose versions can change a number
@@ -146,11 +147,7 @@ class FileDigests:
         key = f"{p}|{st.st_size}|{st.st_mtime_ns}"
         digest = self.known.get(key)
         if digest is None:
-            h = hashlib.sha256()
-            with p.open("rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    h.update(block)
-            digest = self.known[key] = h.hexdigest()
+            digest = self.known[key] = file_digest(p)
             self.changed = True
         return {"path": str(p), "bytes": st.st_size, "sha256": digest}
 

@@ -232,13 +232,8 @@ class _Passage:
         if self.is_title(tok, text):
             self.specific[self.title] = True
             return self.title
-        if tok.i in self.ent_of:
-            specific = True
-        else:
-            span = self.chunk_of.get(tok.i) or [tok]
-            specific = any(t.pos_ == "PROPN" for t in span)
-            if not specific and tok.i not in self.chunk_of:
-                specific = tok.pos_ == "PROPN"
+        # a named entity, or a phrase (its noun chunk, else the word itself) with a proper noun in it
+        specific = tok.i in self.ent_of or any(t.pos_ == "PROPN" for t in self.chunk_of.get(tok.i) or [tok])
         self.specific[text] = self.specific.get(text, False) or specific
         return text
 
