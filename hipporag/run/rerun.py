@@ -9,15 +9,12 @@ models, inputs) changed in between.
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from hipporag.core.errors import UserError
-from hipporag.core.paths import REPO_ROOT
+from hipporag.run.launch import launch_run
 
 # every per-method value is compared (recall@k, EM, F1, CIs, deltas, p-values, fallbacks, error counts)
 # except wall times, which no rerun repeats
@@ -58,6 +55,11 @@ def compare_metrics(recorded: dict, rerun: dict, tolerance: float) -> list[Compa
     """Every per-method result of the recorded run against the rerun's."""
     a = {k: v for k, v in _flatten(recorded.get("methods", {})).items() if _is_result(k)}
     b = {k: v for k, v in _flatten(rerun.get("methods", {})).items() if _is_result(k)}
+    return compare_values(a, b, tolerance)
+
+
+def compare_values(a: dict, b: dict, tolerance: float) -> list[Comparison]:
+    """Two flat {name: value} records, key by key: numbers within `tolerance` (absolute) are the same."""
     out = []
     for key in sorted(a.keys() | b.keys()):
         x, y = a.get(key), b.get(key)
@@ -85,20 +87,10 @@ def rerun(run_dir: Path, out_dir: Path, extra: list[str] = ()) -> dict:
     config = run_dir / ".hydra" / "config.yaml"
     if not (run_dir / "metrics.json").is_file() or not config.is_file():
         raise RerunError(f"{run_dir}: not a recorded run (metrics.json and .hydra/config.yaml expected)")
-    cmd = [
-        sys.executable,
-        str(REPO_ROOT / "run.py"),
-        "--config-path",
-        str(config.parent),
-        "--config-name",
-        "config",
-        f"hydra.run.dir={Path(out_dir).resolve()}",
-        *extra,
-    ]
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True)
-    if proc.returncode not in (0, 3):  # 3: finished degraded, which the comparison shows
-        raise RerunError(f"the rerun of {run_dir} failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
-    return json.loads((Path(out_dir) / "metrics.json").read_text())
+    job = launch_run(["--config-path", str(config.parent), "--config-name", "config", *extra], out_dir)
+    if not job.finished:  # a degraded finish (exit 3) still compares: the comparison shows it
+        raise RerunError(f"the rerun of {run_dir} failed (exit {job.returncode}): {job.stderr_tail}")
+    return job.metrics
 
 
 def format_comparison(comparisons: list[Comparison], changes: list[tuple], tolerance: float) -> str:

@@ -1,0 +1,69 @@
+"""Rerun the reproduction regressions: `python -m hipporag.regress [NAME ...] [--fast] [--record]`.
+
+Each `reproduce/regressions/<NAME>.yaml` is one `python run.py` with the numbers it must give. Prints a
+pass / fail / skipped (data missing) table and exits 1 when one fails (2 for a bad file or name).
+`--record` measures the expected values instead and writes them into the files (after the whole batch, so
+that every run of it sees the same code); a run with LLM errors or a degraded status is never recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+from hipporag.core.errors import EXIT_USER_ERROR, UserError
+from hipporag.core.paths import REPO_ROOT
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hipporag.run import regressions as rg
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("names", nargs="*", help="regressions to run (file names without .yaml); default: all")
+    ap.add_argument("--fast", action="store_true", help="only those marked fast: true (what CI runs)")
+    ap.add_argument("--record", action="store_true", help="measure and write the expected values")
+    ap.add_argument("--list", action="store_true", help="list the regressions and whether their data is here")
+    ap.add_argument("--dir", type=Path, default=rg.REGRESSIONS_DIR, help="folder of regression files")
+    ap.add_argument("--data-dir", type=Path, default=None, help="benchmark data (default: $HIPPORAG_DATA_DIR)")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="cache_dir of the runs (default: the config's)")
+    ap.add_argument("--out", type=Path, default=None, help="where the runs go (default: outputs/regressions/…)")
+    args = ap.parse_args(argv)
+
+    try:
+        chosen = rg.select(rg.load_all(args.dir), args.names, args.fast)
+        data_dir = rg.resolve_data_dir(args.data_dir)
+        if args.list:
+            print(rg.format_list(chosen, data_dir))
+            return 0
+        runnable = [r for r in chosen if not r.missing_data(data_dir)]
+        rg.check_overrides(runnable, data_dir)  # a bad override stops here, before anything runs
+    except UserError as e:
+        print(f"error: {e.one_line()}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    stamp = dt.datetime.now().strftime("%Y-%m-%d/%H-%M-%S")
+    out = (args.out or REPO_ROOT / "outputs" / "regressions" / stamp).resolve()
+    outcomes = []
+    for i, reg in enumerate(chosen, 1):
+        print(f"[{i}/{len(chosen)}] {reg.name} ...", file=sys.stderr, flush=True)
+        outcome = rg.run_one(reg, data_dir=data_dir, cache_dir=args.cache_dir, out_root=out, record=args.record)
+        wall = f" ({outcome.wall_s:.0f} s)" if outcome.wall_s is not None else ""
+        print(f"[{i}/{len(chosen)}] {reg.name}: {outcome.verdict}{wall} {outcome.note}", file=sys.stderr, flush=True)
+        outcomes.append(outcome)
+    for reg, outcome in zip(chosen, outcomes):
+        if outcome.verdict == "recorded":
+            rg.write_record(reg, outcome.measured, rg.recorded_from(outcome.metrics, outcome.run_dir, outcome.wall_s))
+    table = rg.format_table(outcomes)
+    details = rg.format_failures(outcomes)
+    print(table + (f"\n\n{details}" if details else ""))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.md").write_text(table + (f"\n\n{details}" if details else "") + "\n")
+    (out / "summary.json").write_text(json.dumps(rg.outcomes_json(outcomes), indent=1) + "\n")
+    print(f"runs and summary in {out}", file=sys.stderr)
+    return 1 if any(o.failed for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

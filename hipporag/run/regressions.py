@@ -1,0 +1,315 @@
+"""Regressions as data: one YAML per reproduced number set, rerun and checked with one command.
+
+Why: expected numbers that live in prose drift from the code without anyone noticing. Each file in
+`reproduce/regressions/` says what to run (`overrides` of `python run.py`), which data it needs (paths in the
+data directory; missing data skips it), the numbers it must give (`expected`, written by `--record` from a
+measured run, never typed), how far they may move (`tolerance`) and the run they were recorded from.
+
+The compared values are each method's recall@k, EM and F1 (when read), query count, fallbacks, ties at the
+linking cut and error counts, and the run's status. The tolerance is absolute, on fractions: the default
+0.001 is below the smallest step one query can make on the shipped datasets (1/(100 × 4 gold) = 0.0025 on
+musique_train), so it passes float noise and fails any changed ranking.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from hipporag.core.errors import UserError
+from hipporag.core.paths import REPO_ROOT
+from hipporag.data.sources import DEFAULT_DATA_DIR
+from hipporag.run.launch import launch_run
+from hipporag.run.rerun import Comparison, compare_values
+
+REGRESSIONS_DIR = REPO_ROOT / "reproduce" / "regressions"
+DEFAULT_TOLERANCE = 0.001
+KEYS = ("description", "fast", "needs", "overrides", "tolerance", "expected", "recorded_from")
+COUNTS = ("n_queries", "fallbacks", "ties_at_linking_cut", "filter_errors", "reader_errors")
+ERROR_COUNTS = ("filter_errors", "reader_errors")
+
+
+class RegressionError(UserError):
+    """A regression file that cannot be read, or a name that is not one."""
+
+    hint = "see reproduce/README.md, section Regressions"
+
+
+@dataclass
+class Regression:
+    name: str
+    path: Path
+    description: str
+    fast: bool
+    needs: list[str]
+    overrides: list[str]
+    tolerance: float
+    expected: dict | None = None
+    recorded_from: dict | None = None
+
+    def missing_data(self, data_dir: Path) -> list[str]:
+        return [n for n in self.needs if not (data_dir / n).is_file()]
+
+    def run_args(self, data_dir: Path, cache_dir: Path | None) -> list[str]:
+        args = [o.replace("{data_dir}", str(data_dir)) for o in self.overrides]
+        return args + ([f"cache_dir={cache_dir}"] if cache_dir else [])
+
+
+def load(path: Path) -> Regression:
+    """One regression file, checked: every key known, every value of the right kind."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise RegressionError(f"{path}: cannot read it as YAML ({' '.join(str(e).split())})") from None
+    if not isinstance(raw, dict):
+        raise RegressionError(f"{path}: expected a mapping of {', '.join(KEYS)}")
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise RegressionError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
+    for key, kind in (("description", str), ("fast", bool), ("needs", list), ("overrides", list)):
+        if not isinstance(raw.get(key), kind):
+            raise RegressionError(f"{path}: {key} must be a {kind.__name__}, got {raw.get(key)!r}")
+    for key in ("needs", "overrides"):
+        if not all(isinstance(x, str) and x for x in raw[key]):
+            raise RegressionError(f"{path}: every entry of {key} must be a non-empty string")
+    tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or tolerance < 0:
+        raise RegressionError(f"{path}: tolerance must be a number >= 0, got {tolerance!r}")
+    expected = raw.get("expected")
+    if expected is not None and not (isinstance(expected, dict) and isinstance(expected.get("methods"), dict)):
+        raise RegressionError(f"{path}: expected must hold methods: (written by --record)")
+    return Regression(
+        name=path.stem,
+        path=path,
+        description=raw["description"],
+        fast=raw["fast"],
+        needs=raw["needs"],
+        overrides=raw["overrides"],
+        tolerance=float(tolerance),
+        expected=expected,
+        recorded_from=raw.get("recorded_from"),
+    )
+
+
+def load_all(folder: Path = REGRESSIONS_DIR) -> dict[str, Regression]:
+    files = sorted(Path(folder).glob("*.yaml"))
+    if not files:
+        raise RegressionError(f"no regression files (*.yaml) in {folder}")
+    return {f.stem: load(f) for f in files}
+
+
+def select(regressions: dict[str, Regression], names: list[str], fast: bool) -> list[Regression]:
+    """The named ones (all when none is named), only the fast ones with `fast`."""
+    unknown = [n for n in names if n not in regressions]
+    if unknown:
+        raise RegressionError(f"no regression named {unknown[0]!r} (known: {', '.join(regressions)})")
+    chosen = [regressions[n] for n in names] if names else list(regressions.values())
+    return [r for r in chosen if r.fast or not fast]
+
+
+def resolve_data_dir(given: Path | None) -> Path:
+    """--data-dir, else $HIPPORAG_DATA_DIR, else reproduce/datasets (as `python run.py` resolves it)."""
+    if given is not None:
+        return Path(given).expanduser().resolve()
+    env = os.environ.get("HIPPORAG_DATA_DIR")
+    return Path(env).expanduser().resolve() if env else DEFAULT_DATA_DIR
+
+
+def measured_values(metrics: dict) -> dict:
+    """What a regression compares, from one run's metrics.json."""
+    methods = {}
+    for name, m in metrics["methods"].items():
+        values = {k: v for k, v in m.items() if k.startswith("recall@")}
+        values.update({k: m[k] for k in ("em", "f1") if m.get(k) is not None})
+        values.update({k: m[k] for k in COUNTS if k in m})
+        methods[name] = values
+    return {"status": metrics.get("status", "ok"), "methods": methods}
+
+
+def _flat(values: dict) -> dict:
+    flat = {"status": values["status"]}
+    for method, vals in values["methods"].items():
+        flat.update({f"{method}.{k}": v for k, v in vals.items()})
+    return flat
+
+
+def compare(expected: dict, measured: dict, tolerance: float) -> list[Comparison]:
+    """Every expected value against the measured one; a value the run no longer gives is `missing`."""
+    a, b = _flat(expected), _flat(measured)
+    return compare_values(a, {k: b[k] for k in a if k in b}, tolerance)
+
+
+def unrecordable(metrics: dict) -> str | None:
+    """Why this run's numbers must not become expected values (a failure shaped them), or None."""
+    if metrics.get("status", "ok") != "ok":
+        return f"the run finished {metrics.get('status')!r}"
+    for name, m in metrics["methods"].items():
+        for k in ERROR_COUNTS:
+            if m.get(k):
+                return f"{name} had {m[k]} {k.replace('_', ' ')}"
+    return None
+
+
+def _rounded(values: dict) -> dict:
+    """Floats to 6 decimals (the tolerance is 1e-3): the file stays readable and diffs stay small."""
+    return {
+        "status": values["status"],
+        "methods": {
+            m: {k: round(v, 6) if isinstance(v, float) else v for k, v in vals.items()}
+            for m, vals in values["methods"].items()
+        },
+    }
+
+
+def recorded_from(metrics: dict, run_dir: Path, wall_s: float) -> dict:
+    """The measured run behind the expected values: where, when, which code, which machine."""
+    prov = metrics.get("provenance") or {}
+    git = (prov.get("code") or {}).get("git") or {}
+    env = prov.get("environment") or {}
+    threads = (env.get("threads") or {}).get("torch")
+    try:
+        where = str(Path(run_dir).resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        where = str(run_dir)
+    return {
+        "run": where,
+        "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "commit": git.get("commit") or (prov.get("code") or {}).get("package_version"),
+        "dirty": git.get("dirty"),
+        "machine": f"{env.get('cpu')}, {env.get('cpu_cores')} cores, torch threads {threads}, GPU {env.get('gpu')}",
+        "packages": {k: v for k, v in (prov.get("packages") or {}).items() if v},
+        "wall_s": round(wall_s, 1),
+    }
+
+
+def write_record(reg: Regression, values: dict, origin: dict) -> None:
+    """Rewrite the file with the new expected values and their origin; the other keys are kept as written."""
+    doc = {
+        "description": reg.description,
+        "fast": reg.fast,
+        "needs": reg.needs,
+        "overrides": reg.overrides,
+        "tolerance": reg.tolerance,
+        "expected": _rounded(values),
+        "recorded_from": origin,
+    }
+    text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110)
+    tmp = reg.path.with_suffix(".yaml.tmp")
+    tmp.write_text(
+        f"# Expected values written by `python -m hipporag.regress --record {reg.name}`; never typed.\n{text}"
+    )
+    tmp.replace(reg.path)
+    reg.expected, reg.recorded_from = doc["expected"], origin
+
+
+@dataclass
+class Outcome:
+    name: str
+    verdict: str  # pass | fail | skipped | error | recorded | not recorded
+    note: str = ""
+    wall_s: float | None = None
+    comparisons: list[Comparison] = field(default_factory=list)
+    run_dir: Path | None = None
+    measured: dict | None = None  # measured_values of the run
+    metrics: dict | None = None  # its whole metrics.json
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in ("fail", "error", "not recorded")
+
+
+def run_one(reg: Regression, *, data_dir: Path, cache_dir: Path | None, out_root: Path, record: bool) -> Outcome:
+    """Run one regression; compare it with its expected values, or measure them (`record`)."""
+    missing = reg.missing_data(data_dir)
+    if missing:
+        return Outcome(reg.name, "skipped", f"data missing: {missing[0]} in {data_dir}")
+    if reg.expected is None and not record:
+        return Outcome(reg.name, "not recorded", "no expected values yet: run it with --record")
+    started = time.perf_counter()
+    job = launch_run(reg.run_args(data_dir, cache_dir), out_root / reg.name, env={"HIPPORAG_DATA_DIR": str(data_dir)})
+    wall = time.perf_counter() - started
+    if not job.finished:
+        return Outcome(reg.name, "error", f"run.py exit {job.returncode}: {job.stderr_tail[-300:]}", wall)
+    values = measured_values(job.metrics)
+    if record:
+        why_not = unrecordable(job.metrics)
+        if why_not:
+            return Outcome(reg.name, "error", f"not recorded: {why_not}", wall, run_dir=job.out_dir)
+        return Outcome(reg.name, "recorded", "", wall, run_dir=job.out_dir, measured=values, metrics=job.metrics)
+    comparisons = compare(reg.expected, values, reg.tolerance)
+    bad = [c for c in comparisons if c.verdict not in ("identical", "within tolerance")]
+    note = "; ".join(f"{c.metric} {c.recorded} -> {c.rerun}" for c in bad[:3]) + (" …" if len(bad) > 3 else "")
+    return Outcome(reg.name, "fail" if bad else "pass", note, wall, comparisons, job.out_dir, values, job.metrics)
+
+
+def format_table(outcomes: list[Outcome]) -> str:
+    """The markdown summary: one row per regression, then the counts."""
+    lines = ["| regression | verdict | values | largest difference | time | note |", "|---|---|---|---|---|---|"]
+    for o in outcomes:
+        same = sum(c.verdict in ("identical", "within tolerance") for c in o.comparisons)
+        numeric = [
+            abs(c.rerun - c.recorded)
+            for c in o.comparisons
+            if isinstance(c.recorded, int | float) and isinstance(c.rerun, int | float)
+        ]
+        values = f"{same}/{len(o.comparisons)}" if o.comparisons else "-"
+        largest = f"{max(numeric):.2g}" if numeric else "-"
+        wall = f"{o.wall_s:.0f} s" if o.wall_s is not None else "-"
+        lines.append(f"| {o.name} | {o.verdict} | {values} | {largest} | {wall} | {o.note} |")
+    counts = {v: sum(o.verdict == v for o in outcomes) for v in dict.fromkeys(o.verdict for o in outcomes)}
+    lines += ["", f"{len(outcomes)} regressions: " + ", ".join(f"{n} {v}" for v, n in counts.items())]
+    return "\n".join(lines)
+
+
+def format_failures(outcomes: list[Outcome]) -> str:
+    """Every value that moved, per failed regression."""
+    lines = []
+    for o in outcomes:
+        bad = [c for c in o.comparisons if c.verdict not in ("identical", "within tolerance")]
+        if bad:
+            lines.append(f"{o.name} (run in {o.run_dir}):")
+            lines += [f"  {c.metric}: expected {c.recorded}, got {c.rerun} ({c.verdict})" for c in bad]
+    return "\n".join(lines)
+
+
+def outcomes_json(outcomes: list[Outcome]) -> list[dict]:
+    return [
+        {
+            "name": o.name,
+            "verdict": o.verdict,
+            "note": o.note,
+            "wall_s": o.wall_s,
+            "run_dir": str(o.run_dir) if o.run_dir else None,
+            "compared": [vars(c) for c in o.comparisons],
+        }
+        for o in outcomes
+    ]
+
+
+def format_list(regressions: list[Regression], data_dir: Path) -> str:
+    lines = ["| regression | fast | data | recorded | description |", "|---|---|---|---|---|"]
+    for r in regressions:
+        missing = r.missing_data(data_dir)
+        data = f"missing {missing[0]}" if missing else "here"
+        when = (r.recorded_from or {}).get("date", "never")
+        lines.append(f"| {r.name} | {'yes' if r.fast else 'no'} | {data} | {when} | {r.description} |")
+    return "\n".join(lines)
+
+
+def check_overrides(regressions: list[Regression], data_dir: Path) -> None:
+    """Compose each regression's config (nothing runs): a bad override is one line naming its file."""
+    from hipporag.run.settings import compose, load_settings
+
+    for reg in regressions:
+        try:
+            load_settings(compose(*reg.run_args(data_dir, None)))
+        except UserError as e:
+            raise RegressionError(f"{reg.path}: {e.one_line()}") from None
+        except Exception as e:  # Hydra's own errors: an unknown group, key or value
+            raise RegressionError(f"{reg.path}: the overrides do not compose: {' '.join(str(e).split())}") from None
