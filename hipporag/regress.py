@@ -4,6 +4,7 @@ Each `reproduce/regressions/<NAME>.yaml` is one `python run.py` with the numbers
 pass / fail / skipped (data missing) table and exits 1 when one fails (2 for a bad file or name).
 `--record` measures the expected values instead and writes them into the files (after the whole batch, so
 that every run of it sees the same code); a run with LLM errors or a degraded status is never recorded.
+Graphs and rankings are computed again in a batch cache that is deleted at the end (`--cache`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -28,7 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the regressions and whether their data is here")
     ap.add_argument("--dir", type=Path, default=rg.REGRESSIONS_DIR, help="folder of regression files")
     ap.add_argument("--data-dir", type=Path, default=None, help="benchmark data (default: $HIPPORAG_DATA_DIR)")
-    ap.add_argument("--cache-dir", type=Path, default=None, help="cache_dir of the runs (default: the config's)")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="the shared cache (default: the config's)")
+    ap.add_argument(
+        "--cache",
+        choices=rg.CACHE_MODES,
+        default="inputs",
+        help="inputs (default): reuse embeddings, OpenIE and LLM answers, recompute graphs and rankings; "
+        "cold: recompute everything; warm: reuse everything, rankings included",
+    )
     ap.add_argument("--out", type=Path, default=None, help="where the runs go (default: outputs/regressions/…)")
     args = ap.parse_args(argv)
 
@@ -38,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             print(rg.format_list(chosen, data_dir))
             return 0
+        if args.record and args.cache == "warm":
+            raise UserError("--record with --cache warm: expected values are measured, never read from a cache")
         runnable = [r for r in chosen if not r.missing_data(data_dir)]
         rg.check_overrides(runnable, data_dir)  # a bad override stops here, before anything runs
     except UserError as e:
@@ -45,22 +56,29 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     stamp = dt.datetime.now().strftime("%Y-%m-%d/%H-%M-%S")
     out = (args.out or REPO_ROOT / "outputs" / "regressions" / stamp).resolve()
+    shared = (args.cache_dir or rg.default_cache_dir()).resolve()
+    cache_dir = rg.prepare_cache(args.cache, shared, out / "cache")
+    print(f"cache: {args.cache} ({cache_dir}{'' if cache_dir == shared else f', shared: {shared}'})", file=sys.stderr)
     outcomes = []
     for i, reg in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {reg.name} ...", file=sys.stderr, flush=True)
-        outcome = rg.run_one(reg, data_dir=data_dir, cache_dir=args.cache_dir, out_root=out, record=args.record)
+        outcome = rg.run_one(reg, data_dir=data_dir, cache_dir=cache_dir, out_root=out, record=args.record)
         wall = f" ({outcome.wall_s:.0f} s)" if outcome.wall_s is not None else ""
         print(f"[{i}/{len(chosen)}] {reg.name}: {outcome.verdict}{wall} {outcome.note}", file=sys.stderr, flush=True)
         outcomes.append(outcome)
     for reg, outcome in zip(chosen, outcomes):
         if outcome.verdict == "recorded":
-            rg.write_record(reg, outcome.measured, rg.recorded_from(outcome.metrics, outcome.run_dir, outcome.wall_s))
-    table = rg.format_table(outcomes)
+            rg.write_record(
+                reg, outcome.measured, rg.recorded_from(outcome.metrics, outcome.run_dir, outcome.wall_s, args.cache)
+            )
+    table = f"cache: {args.cache}\n\n" + rg.format_table(outcomes)
     details = rg.format_failures(outcomes)
     print(table + (f"\n\n{details}" if details else ""))
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text(table + (f"\n\n{details}" if details else "") + "\n")
     (out / "summary.json").write_text(json.dumps(rg.outcomes_json(outcomes), indent=1) + "\n")
+    if cache_dir != shared:
+        shutil.rmtree(cache_dir, ignore_errors=True)  # what this batch computed; the shared links are unlinked only
     print(f"runs and summary in {out}", file=sys.stderr)
     return 1 if any(o.failed for o in outcomes) else 0
 

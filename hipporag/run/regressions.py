@@ -9,6 +9,12 @@ The compared values are each method's recall@k, EM and F1 (when read), query cou
 linking cut and error counts, and the run's status. The tolerance is absolute, on fractions: the default
 0.001 is below the smallest step one query can make on the shipped datasets (1/(100 × 4 gold) = 0.0025 on
 musique_train), so it passes float noise and fails any changed ranking.
+
+What is computed again: the cache holds results of the code under test (graphs, synonymy edges, rankings,
+RAPTOR trees) beside results keyed by their inputs (embeddings by model and text, OpenIE by extractor
+version and passage, LLM answers by prompt). A regression served from the first kind would pass whatever the
+code now does, so by default (`inputs`) each batch gets a fresh cache that links only the second kind from the
+shared one; `cold` shares nothing, `warm` shares everything (fast, and says so).
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from hipporag.run.rerun import Comparison, compare_values
 
 REGRESSIONS_DIR = REPO_ROOT / "reproduce" / "regressions"
 DEFAULT_TOLERANCE = 0.001
+# cache subfolders keyed by their inputs alone, shared in the `inputs` mode; the rest is computed again
+INPUT_KEYED = ("embeddings", "openie", "llm", "locks", "provenance")
+CACHE_MODES = ("inputs", "cold", "warm")
 KEYS = ("description", "fast", "needs", "overrides", "tolerance", "expected", "recorded_from")
 COUNTS = ("n_queries", "fallbacks", "ties_at_linking_cut", "filter_errors", "reader_errors")
 ERROR_COUNTS = ("filter_errors", "reader_errors")
@@ -121,6 +130,28 @@ def resolve_data_dir(given: Path | None) -> Path:
     return Path(env).expanduser().resolve() if env else DEFAULT_DATA_DIR
 
 
+def default_cache_dir() -> Path:
+    """Where `python run.py` keeps its cache: $HIPPORAG_CACHE_DIR, else outputs/cache (conf/config.yaml)."""
+    env = os.environ.get("HIPPORAG_CACHE_DIR")
+    return Path(env).expanduser().resolve() if env else REPO_ROOT / "outputs" / "cache"
+
+
+def prepare_cache(mode: str, shared: Path, fresh: Path) -> Path:
+    """The cache_dir of a batch (see the module docstring for the modes)."""
+    if mode not in CACHE_MODES:
+        raise RegressionError(f"cache mode {mode!r} is not one of {', '.join(CACHE_MODES)}")
+    if mode == "warm":
+        return Path(shared)
+    fresh.mkdir(parents=True, exist_ok=True)
+    if mode == "inputs":
+        for name in INPUT_KEYED:
+            (Path(shared) / name).mkdir(parents=True, exist_ok=True)
+            link = fresh / name
+            if not link.exists():
+                link.symlink_to((Path(shared) / name).resolve(), target_is_directory=True)
+    return fresh
+
+
 def measured_values(metrics: dict) -> dict:
     """What a regression compares, from one run's metrics.json."""
     methods = {}
@@ -167,7 +198,7 @@ def _rounded(values: dict) -> dict:
     }
 
 
-def recorded_from(metrics: dict, run_dir: Path, wall_s: float) -> dict:
+def recorded_from(metrics: dict, run_dir: Path, wall_s: float, cache_mode: str) -> dict:
     """The measured run behind the expected values: where, when, which code, which machine."""
     prov = metrics.get("provenance") or {}
     git = (prov.get("code") or {}).get("git") or {}
@@ -185,6 +216,7 @@ def recorded_from(metrics: dict, run_dir: Path, wall_s: float) -> dict:
         "machine": f"{env.get('cpu')}, {env.get('cpu_cores')} cores, torch threads {threads}, GPU {env.get('gpu')}",
         "packages": {k: v for k, v in (prov.get("packages") or {}).items() if v},
         "wall_s": round(wall_s, 1),
+        "cache": cache_mode,
     }
 
 
