@@ -16,6 +16,13 @@ def settings():
 
 
 @pytest.fixture(scope="session")
+def musique_cache(tmp_path_factory):
+    """One cache for the session's musique_train runs: the fidelity test fills it (3 minutes of embeddings
+    on 2 cores), the fast regressions reuse its embeddings and recompute the rest."""
+    return tmp_path_factory.mktemp("musique_cache")
+
+
+@pytest.fixture(scope="session")
 def knobs(settings):
     """The top-level knobs of conf/config.yaml as the stages get them (`knobs.replace(damping=0.3)` to vary)."""
     return settings().knobs

@@ -22,7 +22,7 @@ pytestmark = [
 ]
 
 
-def run(tmp: Path, name: str, hash_seed: str) -> Path:
+def run(tmp: Path, cache: Path, name: str, hash_seed: str) -> Path:
     run_cli(
         "run.py",
         "dataset=musique_train",
@@ -32,7 +32,7 @@ def run(tmp: Path, name: str, hash_seed: str) -> Path:
         "filter=none",
         "tracker=none",
         "read=false",
-        f"cache_dir={tmp / 'cache'}",
+        f"cache_dir={cache}",
         f"hydra.run.dir={tmp / name}",
         env={"PYTHONHASHSEED": hash_seed, "HIPPORAG_DATA_DIR": str(DATA)},
         timeout=1800,
@@ -41,9 +41,9 @@ def run(tmp: Path, name: str, hash_seed: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, musique_cache):
     tmp = tmp_path_factory.mktemp("musique")
-    return run(tmp, "cold", "0"), run(tmp, "warm", "12345")
+    return run(tmp, musique_cache, "cold", "0"), run(tmp, musique_cache, "warm", "12345")
 
 
 def test_dense_equals_official_and_hipporag2_within_band(runs):

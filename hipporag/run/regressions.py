@@ -295,7 +295,11 @@ def format_table(outcomes: list[Outcome]) -> str:
         wall = f"{o.wall_s:.0f} s" if o.wall_s is not None else "-"
         lines.append(f"| {o.name} | {o.verdict} | {values} | {largest} | {wall} | {o.note} |")
     counts = {v: sum(o.verdict == v for o in outcomes) for v in dict.fromkeys(o.verdict for o in outcomes)}
-    lines += ["", f"{len(outcomes)} regressions: " + ", ".join(f"{n} {v}" for v, n in counts.items())]
+    lines += [
+        "",
+        f"{len(outcomes)} regression{'' if len(outcomes) == 1 else 's'}: "
+        + ", ".join(f"{n} {v}" for v, n in counts.items()),
+    ]
     return "\n".join(lines)
 
 
@@ -336,12 +340,13 @@ def format_list(regressions: list[Regression], data_dir: Path) -> str:
 
 def check_overrides(regressions: list[Regression], data_dir: Path) -> None:
     """Compose each regression's config (nothing runs): a bad override is one line naming its file."""
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.run.settings import compose_each, load_settings
 
+    configs = compose_each(reg.run_args(data_dir, None) for reg in regressions)
     for reg in regressions:
         try:
-            load_settings(compose(*reg.run_args(data_dir, None)))
+            load_settings(next(configs))
         except UserError as e:
-            raise RegressionError(f"{reg.path}: {e.one_line()}") from None
+            raise RegressionError(f"{reg.path}: {e}", hint=e.hint) from None
         except Exception as e:  # Hydra's own errors: an unknown group, key or value
             raise RegressionError(f"{reg.path}: the overrides do not compose: {' '.join(str(e).split())}") from None

@@ -88,10 +88,17 @@ def load_settings(cfg: Mapping) -> Settings:
 def compose(*overrides: str):
     """The config `python run.py OVERRIDES...` would run, composed from conf/ without running it (for
     scripts, benchmarks and tests; not inside a running Hydra app)."""
+    return next(compose_each([list(overrides)]))
+
+
+def compose_each(override_lists):
+    """`compose` for many override lists under one Hydra initialisation (a generator: the error of a bad
+    list surfaces when its turn comes)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
     from hipporag.core.paths import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return hydra_compose("config", overrides=list(overrides))
+        for overrides in override_lists:
+            yield hydra_compose("config", overrides=list(overrides))
