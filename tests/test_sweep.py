@@ -2,6 +2,9 @@
 
 import glob
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -117,6 +120,122 @@ def test_wandb_offline_runs_are_grouped_and_complete(joblib_sweep):
         )
         assert "hipporag2/ci/recall@5/lo" in run["summary"] and "timing/total_s" in run["summary"]
         assert "per_query/_type" in run["history_keys"]
+
+
+def test_every_run_has_the_uniform_keys_and_the_paired_table(joblib_sweep):
+    """One W&B panel per metric compares any method with StandardRAG: the same keys in every run."""
+    sweep, _ = joblib_sweep
+    for i in range(3):
+        [path] = glob.glob(str(sweep / str(i) / "wandb" / "offline-run-*" / "run-*.wandb"))
+        run = read_run(Path(path))
+        methods = json.loads((sweep / str(i) / "metrics.json").read_text())["methods"]
+        main, dense = methods["hipporag2"], methods["dense"]
+        s = run["summary"]
+        assert s["main_method"] == "hipporag2" and s["baseline_method"] == "dense"
+        for k in ("recall@2", "recall@5", "recall@10"):
+            assert s[f"main/{k}"] == pytest.approx(main[k]) and s[f"baseline/{k}"] == pytest.approx(dense[k])
+            assert s[f"delta/{k}"] == pytest.approx(main["vs_baseline"][k]["delta"])
+            assert s[f"p_value/{k}"] == pytest.approx(main["vs_baseline"][k]["p_value"])
+            assert [s[f"main_ci_lo/{k}"], s[f"main_ci_hi/{k}"]] == pytest.approx(main["ci"][k])
+            assert [s[f"baseline_ci_lo/{k}"], s[f"baseline_ci_hi/{k}"]] == pytest.approx(dense["ci"][k])
+        assert run["config"]["main_method"] == "hipporag2" and run["config"]["swept_knobs"] == ["damping"]
+        assert "per_query_vs_baseline/_type" in run["history_keys"]
+        [table] = glob.glob(str(sweep / str(i) / "wandb" / "offline-run-*" / "files/media/table/per_query_vs*.json"))
+        doc = json.loads(Path(table).read_text())
+        rows = [dict(zip(doc["columns"], r)) for r in doc["data"]]
+        frame = pd.read_parquet(sweep / str(i) / "per_query.parquet")
+        mine = frame[frame.method == "hipporag2"].set_index("query_id")
+        theirs = frame[frame.method == "dense"].set_index("query_id")
+        assert len(rows) == len(mine) == 20
+        for r in rows:  # both methods side by side, and who won: recall@5, then recall@2
+            a, b = mine.loc[r["query_id"]], theirs.loc[r["query_id"]]
+            assert (r["main_recall@5"], r["baseline_recall@5"]) == (a["recall@5"], b["recall@5"])
+            key = lambda x: (x["recall@5"], x["recall@2"])
+            expected = "main" if key(a) > key(b) else "baseline" if key(a) < key(b) else "tie"
+            assert r["winner"] == expected, r["query_id"]
+
+
+def _cell(page: str, key: str) -> list[float]:
+    return [float(v) for v in re.findall(rf'data-key="{re.escape(key)}" data-value="([0-9.eE+-]+)"', page)]
+
+
+def test_the_sweep_writes_its_dashboard_with_the_right_numbers(joblib_sweep):
+    sweep, proc = joblib_sweep
+    assert f"dashboard: {sweep / 'dashboard.html'}" in proc.stdout
+    page = (sweep / "dashboard.html").read_text()
+    for section in ("overview", "methods", "knobs", "runs", "queries"):
+        assert f'<section id="{section}">' in page, section
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page  # offline
+    metrics = [json.loads((sweep / str(i) / "metrics.json").read_text())["methods"] for i in range(3)]
+    for k in ("recall@2", "recall@5", "recall@10"):  # the runs table: each job, then the baseline row
+        assert _cell(page, f"main/{k}") == pytest.approx([m["hipporag2"][k] for m in metrics], abs=1e-6)
+        assert _cell(page, f"baseline/{k}") == pytest.approx([metrics[0]["dense"][k]], abs=1e-6)
+        deltas = [m["hipporag2"]["vs_baseline"][k]["delta"] for m in metrics]
+        assert _cell(page, f"delta/{k}") == pytest.approx(deltas, abs=1e-6)
+    for metric in ("recall@2", "recall@5"):  # one chart per metric against damping: three points, a dashed baseline
+        panel = re.search(rf'<div class="panel" data-knob="damping" data-metric="{metric}">(.*?)</div>', page, re.S)
+        points = [float(v) for v in re.findall(r'<circle [^>]*data-value="([0-9.]+)"', panel.group(1))]
+        assert points == pytest.approx([m["hipporag2"][metric] for m in metrics], abs=1e-6)
+        assert 'class="baseline"' in panel.group(1) and f"dense {100 * metrics[0]['dense'][metric]:.2f}" in panel.group(
+            1
+        )
+    for i in range(3):  # wins and losses: every one listed, counted as the paired table counts them
+        frame = pd.read_parquet(sweep / str(i) / "per_query.parquet")
+        a = frame[frame.method == "hipporag2"].set_index("query_id")
+        b = frame[frame.method == "dense"].set_index("query_id")
+        won = [
+            q
+            for q in a.index
+            if (a.loc[q, "recall@5"], a.loc[q, "recall@2"]) > (b.loc[q, "recall@5"], b.loc[q, "recall@2"])
+        ]
+        lost = [
+            q
+            for q in a.index
+            if (a.loc[q, "recall@5"], a.loc[q, "recall@2"]) < (b.loc[q, "recall@5"], b.loc[q, "recall@2"])
+        ]
+        job = re.search(
+            rf'<div class="job" data-job="{i}">(.*?)</div>(?=<div class="job"|</section>)', page, re.S
+        ).group(1)
+        assert f"{len(won)} won, {len(lost)} lost, {20 - len(won) - len(lost)} tied" in job
+        assert set(re.findall(r'data-query="([^"]+)"', job)) == set(won) | set(lost)
+    assert won or lost  # the demo's three dampings do not all tie with dense
+    cases = (sweep / "comparison.md").read_text()
+    assert "seeds:" in cases and "kept facts:" in cases and "★" in cases  # graph methods say why
+    spec = json.loads((sweep / "dashboard_report.json").read_text())
+    assert spec["groups"] == [sweep.name] and spec["project"] == "hipporag-harness"
+    from wandb_workspaces.reports.v2.internal import ReportViewspec
+
+    ReportViewspec.model_validate(spec["spec"])  # wandb-workspaces' own model of a saved report
+
+
+CHROMIUM = shutil.which("chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (bash tests/install_browser.sh)")
+def test_the_dashboard_renders_in_a_real_browser(joblib_sweep, tmp_path):
+    sweep, _ = joblib_sweep
+    url = (sweep / "dashboard.html").as_uri()
+    flags = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
+    dom = subprocess.run(
+        [*flags, "--virtual-time-budget=3000", "--dump-dom", url], capture_output=True, text=True, timeout=120
+    )
+    assert 'data-rendered="ok"' in dom.stdout and "data-errors" not in dom.stdout  # the page's script ran through
+    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console
+    shot = tmp_path / "dashboard.png"
+    subprocess.run([*flags, "--window-size=1280,2400", f"--screenshot={shot}", url], capture_output=True, timeout=120)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000  # a blank page of this size is a few kB
 
 
 def test_no_secret_reaches_outputs_or_logs(joblib_sweep):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from hipporag.core.textnorm import passage_id
 from hipporag.eval import metrics as M
 
+SNIPPET = 240  # characters of a passage kept in the per-query records
+
 
 def score_method(
     name: str, queries, index, rankings, answers, raw, retrieval_top_k: int, reader_errors=None
@@ -26,6 +28,9 @@ def score_method(
             "gold_passage_ids": [passage_id(g) for g in q.gold_passages],
             "top_passage_ids": [passage_id(p) for p in top],
             "top_scores": [float(s) for s in r.scores[:retrieval_top_k]],
+            # the texts' openings, so a per-query comparison reads without the corpus at hand
+            "gold_passages": [g[:SNIPPET] for g in q.gold_passages],
+            "top5_passages": [p[:SNIPPET] for p in top[:5]],
             "answer": ans,
             "response": resp,
             "em": M.exact_match(ans, q.gold_answers) if read_done else None,

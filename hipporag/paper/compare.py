@@ -39,7 +39,8 @@ from hipporag.paper.numbers import (
 )
 from hipporag.retrieval.methods import METHODS
 from hipporag.run.blocks import upsert_block
-from hipporag.run.sweep_report import collect, job_overrides
+from hipporag.run.sweep_folders import job_overrides
+from hipporag.run.sweep_report import collect
 
 
 def ablation_knobs(method: str) -> tuple[str, ...]:

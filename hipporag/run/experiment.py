@@ -33,6 +33,7 @@ from hipporag.retrieval.ranking_cache import (
 from hipporag.run.provenance import collect_provenance
 from hipporag.run.settings import Settings, load_settings
 from hipporag.run.summary import format_summary, llm_failures
+from hipporag.run.sweep_folders import swept_knobs
 from hipporag.run.tracking import make_tracker, write_run_files
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,14 @@ def index_cost(cost: dict, llm) -> dict:
         if usd is not None:
             c["usd"] = usd
     return out
+
+
+def _swept_knobs() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return []
+    return swept_knobs(Path(HydraConfig.get().sweep.dir))
 
 
 def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_dir: Path) -> dict:
@@ -204,7 +213,13 @@ def run_experiment(
     metrics["provenance"] = run_provenance(settings, dataset, extractor, embedder, llm, cache_dir)
     resolved = OmegaConf.to_yaml(cfg, resolve=True)
     write_run_files(run_dir, metrics, all_records, resolved)
-    config = {**OmegaConf.to_container(cfg, resolve=True), "provenance": metrics["provenance"]}
+    config = {
+        **OmegaConf.to_container(cfg, resolve=True),
+        "provenance": metrics["provenance"],
+        "main_method": metrics["method"],  # with the uniform summary keys: one W&B panel for every method
+        "baseline_method": metrics["baseline"],
+        "swept_knobs": _swept_knobs() if sweep_group else [],
+    }
     tracker = make_tracker(settings.tracker, run_dir, config, sweep_group, settings.method.name)
     if tracker is not None:
         tracker.log_results(metrics, all_records)

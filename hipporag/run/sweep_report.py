@@ -15,26 +15,14 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from hipporag.cache.files import atomic_write_text
 from hipporag.core.errors import EXIT_DEGRADED
+from hipporag.run.sweep_folders import job_overrides
 
 log = logging.getLogger(__name__)
 
 HEADLINE = ("recall@2", "recall@5", "recall@10", "em", "f1")
-
-
-def job_overrides(job_dir: Path) -> dict[str, str]:
-    """A job's command-line overrides (.hydra/overrides.yaml) as {key: value}, without Hydra's +/~ prefixes."""
-    path = job_dir / ".hydra" / "overrides.yaml"
-    if not path.is_file():
-        return {}
-    out = {}
-    for item in yaml.safe_load(path.read_text()) or []:
-        key, _, value = str(item).partition("=")
-        out[key.lstrip("+~")] = value
-    return out
 
 
 def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
@@ -206,6 +194,9 @@ class SweepReportCallback(Callback):
             log.warning("No sweep report: %s", e)
             return
         print(write_collected(sweep_dir, frame, swept))
+        from hipporag.run.dashboard import write_after_sweep
+
+        write_after_sweep(sweep_dir)  # dashboard.html, the W&B report specification, comparison.md
         degraded = degraded_jobs(frame)
         if degraded:
             print(f"DEGRADED: jobs {', '.join(degraded)} of this sweep finished with too many failed LLM calls")

@@ -19,6 +19,7 @@ import pandas as pd
 
 from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, text
+from hipporag.eval.paired import pair_records
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,38 @@ def write_run_files(run_dir: Path, metrics: dict, records: list[dict], resolved_
     frame.to_parquet(run_dir / "per_query.parquet", index=False)
 
 
-def _has_wandb_credentials() -> bool:
+def _numeric(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def uniform_keys(metrics: dict) -> dict:
+    """The same summary keys in every run, whatever its method, so one W&B panel compares any method with
+    the baseline: `main/<metric>`, `baseline/<metric>`, `delta/<metric>`, `p_value/<metric>` and the 95 % CI
+    bounds `main_ci_lo|hi/<metric>`, `baseline_ci_lo|hi/<metric>`. A method that is its own baseline has
+    delta 0 and p-value 1; a run without a baseline has only the main keys."""
+    main, baseline = metrics["method"], metrics.get("baseline")
+    out = {"main_method": main, "baseline_method": baseline or ""}
+    sides = {"main": metrics["methods"].get(main) or {}}
+    if baseline is not None and baseline in metrics["methods"]:
+        sides["baseline"] = metrics["methods"][baseline]
+    for side, values in sides.items():
+        for k, v in values.items():
+            if _numeric(v) and not k.endswith("_s"):
+                out[f"{side}/{k}"] = v
+        for k, bounds in (values.get("ci") or {}).items():
+            if isinstance(bounds, list | tuple) and len(bounds) == 2:
+                out[f"{side}_ci_lo/{k}"], out[f"{side}_ci_hi/{k}"] = bounds
+    if "baseline" in sides:
+        if main == baseline:
+            for k, v in sides["main"].items():
+                if k in (sides["main"].get("ci") or {}) and _numeric(v):
+                    out[f"delta/{k}"], out[f"p_value/{k}"] = 0.0, 1.0
+        for k, test in (sides["main"].get("vs_baseline") or {}).items():
+            out[f"delta/{k}"], out[f"p_value/{k}"] = test["delta"], test["p_value"]
+    return out
+
+
+def has_wandb_credentials() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
     try:
@@ -84,7 +116,7 @@ class WandbTracker:
 
         mode = os.environ.get("WANDB_MODE") or options.mode
         if mode == "auto":
-            mode = "online" if _has_wandb_credentials() else "offline"
+            mode = "online" if has_wandb_credentials() else "offline"
             if mode == "offline":
                 print(
                     "W&B: no credentials found, logging offline to",
@@ -120,6 +152,7 @@ class WandbTracker:
             for k, v in flat.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     summary[f"{method}/{k.replace('.', '/')}"] = v
+        summary.update(uniform_keys(metrics))
         summary["status"] = metrics.get("status", "ok")
         summary.update({f"timing/{k}": v for k, v in metrics.get("timings", {}).items()})
         for stage, usage in metrics.get("llm_usage", {}).items():
@@ -140,7 +173,13 @@ class WandbTracker:
             for c in frame.columns
             if c in ("method", "query_id", "question", "answer", "em", "f1", "fallback") or c.startswith("recall@")
         ]
-        self.run.log({"per_query": wandb.Table(dataframe=frame[keep].astype({"question": str, "answer": str}))})
+        pairs = pair_records(records, metrics["method"], metrics.get("baseline"))
+        self.run.log(
+            {
+                "per_query": wandb.Table(dataframe=frame[keep].astype({"question": str, "answer": str})),
+                "per_query_vs_baseline": wandb.Table(dataframe=pairs.astype({"question": str})),
+            }
+        )
 
     def finish(self) -> None:
         self.run.finish()

@@ -1,0 +1,220 @@
+"""A run or a sweep read back from its folder as "each job's method against StandardRAG".
+
+Why: the dashboard (HTML and W&B report) and the win/loss lists show the same numbers as metrics.json and
+per_query.parquet; reading them once, here, keeps the three views from drifting apart. A run folder is a
+sweep of one job.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from hipporag.core.errors import UserError
+from hipporag.eval.paired import pair_records
+from hipporag.run.sweep_folders import job_overrides, swept_knobs
+from hipporag.run.tracking import uniform_keys
+
+DASHBOARD_METRICS = ("recall@2", "recall@5", "em", "f1")
+RUN_TABLE_METRICS = ("recall@2", "recall@5", "recall@10", "em", "f1")
+
+
+class ComparisonError(UserError):
+    hint = "give a run folder (metrics.json) or a sweep folder (<job>/metrics.json) of `python run.py`"
+
+
+@dataclass
+class Job:
+    name: str  # the job folder's name ("0", "1", ... in a sweep)
+    folder: Path
+    metrics: dict
+    keys: dict  # tracking.uniform_keys: main/…, baseline/…, delta/…, p_value/…, *_ci_lo|hi/…
+    knobs: dict  # swept knob -> this job's value (as Hydra's override wrote it)
+    records: pd.DataFrame
+    pairs: pd.DataFrame  # eval.paired.pair_records
+
+    @property
+    def main(self) -> str:
+        return self.metrics["method"]
+
+    @property
+    def baseline(self) -> str | None:
+        return self.metrics.get("baseline")
+
+    @property
+    def label(self) -> str:
+        knobs = ", ".join(f"{k}={v}" for k, v in self.knobs.items() if k != "method")
+        return f"{self.main} ({knobs})" if knobs else self.main
+
+    def value(self, side: str, metric: str) -> tuple[float | None, float | None, float | None]:
+        """(value, CI low, CI high) of `side` (main | baseline)."""
+        get = lambda k: _finite(self.keys.get(k))
+        return get(f"{side}/{metric}"), get(f"{side}_ci_lo/{metric}"), get(f"{side}_ci_hi/{metric}")
+
+
+@dataclass
+class Comparison:
+    folder: Path
+    jobs: list[Job]
+    swept: list[str]
+    metrics: list[str] = field(default_factory=list)  # the DASHBOARD_METRICS these runs have
+
+    @property
+    def baseline(self) -> str | None:
+        names = {j.baseline for j in self.jobs if j.baseline}
+        return names.pop() if len(names) == 1 else None
+
+    def baseline_constant(self, metric: str) -> bool:
+        """True when every job's baseline gave the same value (one reference line, not one per job)."""
+        return len({j.value("baseline", metric)[0] for j in self.jobs}) <= 1
+
+
+def _finite(v):
+    if v is None or isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v):
+        return None
+    return float(v)
+
+
+def _records(folder: Path) -> pd.DataFrame:
+    path = folder / "per_query.parquet"
+    if not path.is_file():
+        return pd.DataFrame()
+    frame = pd.read_parquet(path)
+    for col in ("seeds", "facts"):
+        if col in frame:
+            frame[col] = frame[col].map(lambda v: json.loads(v) if isinstance(v, str) else v)
+    return frame
+
+
+def load(folder: Path) -> Comparison:
+    """A run folder or a sweep folder, every finished job in it."""
+    folder = Path(folder)
+    if (folder / "metrics.json").is_file():
+        job_dirs, swept = [folder], []
+    else:
+        job_dirs = sorted((p.parent for p in folder.glob("*/metrics.json")), key=lambda p: (len(p.name), p.name))
+        if not job_dirs:
+            raise ComparisonError(f"{folder}: no metrics.json in it or in its job folders")
+        swept = swept_knobs(folder) or _varying_overrides(job_dirs)
+    jobs = []
+    for d in job_dirs:
+        metrics = json.loads((d / "metrics.json").read_text())
+        overrides = job_overrides(d)
+        records = _records(d)
+        pairs = pair_records(records, metrics["method"], metrics.get("baseline"))
+        knobs = {k: overrides.get(k, "") for k in swept}
+        jobs.append(Job(d.name, d, metrics, uniform_keys(metrics), knobs, records, pairs))
+    present = [m for m in DASHBOARD_METRICS if any(j.value("main", m)[0] is not None for j in jobs)]
+    return Comparison(folder, jobs, swept, present)
+
+
+def _varying_overrides(job_dirs: list[Path]) -> list[str]:
+    """Without multirun.yaml: the override keys whose values differ between jobs."""
+    overrides = [job_overrides(d) for d in job_dirs]
+    keys = sorted({k for o in overrides for k in o})
+    return [k for k in keys if len({o.get(k) for o in overrides}) > 1]
+
+
+@dataclass
+class QueryCase:
+    """One question where the method and the baseline differ: what each retrieved, and why (graph methods)."""
+
+    query_id: str
+    question: str
+    gold_answers: list
+    gold_passages: list[str]
+    main: dict  # recall@5, f1, top5 [(text or id, is_gold)], seeds, facts, answer
+    baseline: dict
+
+
+def _side(row: pd.Series) -> dict:
+    gold = set(row.get("gold_passage_ids", []) if row is not None else [])
+    ids = list(row.get("top_passage_ids", []))[:5]
+    texts = list(row.get("top5_passages", [])) if "top5_passages" in row and row["top5_passages"] is not None else ids
+    return {
+        "recall@5": _finite(row.get("recall@5")),
+        "f1": _finite(row.get("f1")),
+        "answer": row.get("answer"),
+        "top5": [(t, i in gold) for t, i in zip(texts, ids)],
+        "seeds": list(row.get("seeds") or []),
+        "facts": list(row.get("facts") or []),
+    }
+
+
+def cases(job: Job, outcome: str) -> list[QueryCase]:
+    """The queries the main method wins (`outcome="main"`) or loses (`"baseline"`) against the baseline."""
+    if job.pairs.empty or job.baseline is None:
+        return []
+    mine = job.records[job.records["method"] == job.main].set_index("query_id")
+    theirs = job.records[job.records["method"] == job.baseline].set_index("query_id")
+    out = []
+    for qid in job.pairs.loc[job.pairs["winner"] == outcome, "query_id"]:
+        m, b = mine.loc[qid], theirs.loc[qid]
+        gold_texts = m.get("gold_passages") if "gold_passages" in m else None
+        out.append(
+            QueryCase(
+                query_id=str(qid),
+                question=str(m["question"]),
+                gold_answers=list(m.get("gold_answers", [])),
+                gold_passages=list(gold_texts if gold_texts is not None else m.get("gold_passage_ids", [])),
+                main=_side(m),
+                baseline=_side(b),
+            )
+        )
+    return out
+
+
+def outcome_counts(job: Job) -> dict[str, int]:
+    counts = job.pairs["winner"].value_counts().to_dict() if not job.pairs.empty else {}
+    return {k: int(counts.get(k, 0)) for k in ("main", "baseline", "tie")}
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.2f}"
+
+
+def _side_md(name: str, side: dict) -> list[str]:
+    lines = [f"- {name} top 5 (★ gold):"]
+    lines += [
+        f"  {i}. {'★ ' if gold else ''}{' '.join(str(t).split())[:160]}" for i, (t, gold) in enumerate(side["top5"], 1)
+    ]
+    if side["seeds"]:
+        lines.append("  seeds: " + ", ".join(f"{s[0]} ({float(s[1]):.2f})" for s in side["seeds"][:8]))
+    if side["facts"]:
+        lines.append("  kept facts: " + "; ".join(" | ".join(map(str, f)) for f in side["facts"][:8]))
+    return lines
+
+
+def to_markdown(c: Comparison) -> str:
+    """comparison.md: per job, every query won and lost against the baseline, with what each side retrieved."""
+    lines = [f"# Per-query comparison: {c.folder.name}", ""]
+    lines.append(
+        "Who wins a query: the higher recall@5, then the higher recall@2, then the higher F1 when answers were read."
+    )
+    if not c.baseline:
+        return "\n".join([*lines, "", "These runs have no baseline."]) + "\n"
+    for j in c.jobs:
+        counts = outcome_counts(j)
+        lines += [
+            "",
+            f"## {j.label} vs {j.baseline}: {counts['main']} won, {counts['baseline']} lost, {counts['tie']} tied",
+        ]
+        for outcome, title in (("main", "Won"), ("baseline", "Lost")):
+            found = cases(j, outcome)
+            lines += ["", f"### {title} ({len(found)})"]
+            for q in found:
+                m, b = q.main, q.baseline
+                scores = f"R@5 {_pct(m['recall@5'])} vs {_pct(b['recall@5'])}"
+                if m["f1"] is not None and b["f1"] is not None:
+                    scores += f", F1 {_pct(m['f1'])} vs {_pct(b['f1'])}"
+                lines += [
+                    "",
+                    f"**{q.question}** ({q.query_id}; {scores}); gold answers: {', '.join(map(str, q.gold_answers))}",
+                ]
+                lines += [f"- gold: {' '.join(str(g).split())[:160]}" for g in q.gold_passages]
+                lines += _side_md(j.main, m) + _side_md(j.baseline, b)
+    return "\n".join(lines) + "\n"

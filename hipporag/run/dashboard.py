@@ -1,0 +1,99 @@
+"""The dashboard of a run or sweep folder: dashboard.html, the W&B report specification, comparison.md.
+
+Why: the same content must exist with and without W&B. Offline (no credentials, no network, or asked) it is
+written into the folder; online the report is saved to W&B and its URL printed. The multirun callback calls
+`write_offline` when a sweep ends, beside report.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hipporag.cache.files import atomic_write_text
+from hipporag.core.errors import UserError
+from hipporag.run.comparison import Comparison, load, to_markdown
+from hipporag.run.dashboard_html import render
+from hipporag.run.wandb_report import build_report, write_specification
+
+log = logging.getLogger(__name__)
+
+SPEC_FILE, HTML_FILE, CASES_FILE = "dashboard_report.json", "dashboard.html", "comparison.md"
+
+
+class DashboardError(UserError):
+    hint = "log in with `wandb login` (or set WANDB_API_KEY) for the online report; give the sweep folder for the offline one"
+
+
+def _tracker_settings(c: Comparison) -> tuple[str, str | None]:
+    """The W&B project and entity the runs were logged to (resolved_config.yaml's tracker group)."""
+    import yaml
+
+    path = c.jobs[0].folder / "resolved_config.yaml"
+    tracker = (yaml.safe_load(path.read_text()) or {}).get("tracker", {}) if path.is_file() else {}
+    return tracker.get("project") or "hipporag-harness", tracker.get("entity")
+
+
+def project_of(folder: Path) -> str:
+    return _tracker_settings(load(folder))[0]
+
+
+def write_offline(folder: Path) -> list[Path]:
+    """dashboard.html, dashboard_report.json and comparison.md in `folder` (a run or a sweep)."""
+    c = load(folder)
+    project, entity = _tracker_settings(c)
+    groups = [Path(folder).name]
+    report = build_report(groups=groups, swept=c.swept, metrics=c.metrics, baseline=c.baseline, project=project)
+    write_specification(report, Path(folder) / SPEC_FILE, groups, entity, project)
+    atomic_write_text(Path(folder) / HTML_FILE, render(c))
+    atomic_write_text(Path(folder) / CASES_FILE, to_markdown(c))
+    return [Path(folder) / f for f in (HTML_FILE, SPEC_FILE, CASES_FILE)]
+
+
+def save_online(*, entity: str | None, project: str, groups: list[str], folders: list[Path]) -> str:
+    """Build the report for W&B sweeps `groups` and save it; returns its URL. The swept knobs and metrics are
+    read from the local sweep folders when given, else from the runs' W&B config and summary."""
+    import wandb
+
+    try:
+        api = wandb.Api()
+    except Exception as e:  # no credentials: wandb raises its UsageError
+        raise DashboardError(f"W&B: cannot log in ({' '.join(str(e).split())})") from None
+    if folders:
+        comps = [load(f) for f in folders]
+        swept = list(dict.fromkeys(k for c in comps for k in c.swept))
+        metrics = list(dict.fromkeys(m for c in comps for m in c.metrics))
+        baseline = comps[0].baseline
+    else:
+        runs = list(api.runs(f"{entity or api.default_entity}/{project}", filters={"group": {"$in": groups}}))
+        if not runs:
+            raise DashboardError(f"W&B: no runs in {entity}/{project} with group {', '.join(groups)}")
+        swept = list(dict.fromkeys(k for r in runs for k in (r.config.get("swept_knobs") or [])))
+        metrics = [m for m in ("recall@2", "recall@5", "em", "f1") if any(f"main/{m}" in r.summary for r in runs)]
+        baseline = runs[0].config.get("baseline_method")
+    report = build_report(
+        groups=groups,
+        swept=swept,
+        metrics=metrics,
+        baseline=baseline,
+        project=project,
+        entity=entity or api.default_entity,
+        online=True,
+    )
+    report.save()
+    return report.url
+
+
+def find_sweep(group: str, root: Path) -> Path | None:
+    """The local folder of W&B group `group` (a sweep's group is its folder's name) under `root`."""
+    found = sorted(p for p in Path(root).glob(f"**/{group}") if p.is_dir() and any(p.glob("*/metrics.json")))
+    return found[-1] if found else None
+
+
+def write_after_sweep(sweep_dir: Path) -> None:
+    """The multirun callback's part: never fails the sweep; a problem is one warning."""
+    try:
+        files = write_offline(sweep_dir)
+        print(f"dashboard: {files[0]}")
+    except Exception as e:  # the numbers are already in report.md: a dashboard problem must not lose them
+        log.warning("No dashboard for %s: %s", sweep_dir, " ".join(str(e).split()))
