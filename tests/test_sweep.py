@@ -208,6 +208,28 @@ def test_the_sweep_writes_its_dashboard_with_the_right_numbers(joblib_sweep):
     ReportViewspec.model_validate(spec["spec"])  # wandb-workspaces' own model of a saved report
 
 
+def test_the_dashboard_command_for_a_sweep_a_group_and_one_run(joblib_sweep, tmp_path, capsys, monkeypatch):
+    from hipporag import dashboard
+
+    sweep, _ = joblib_sweep
+    monkeypatch.setenv("WANDB_API_KEY", "")
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    copy = tmp_path / sweep.name
+    shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns("wandb", "dashboard*", "comparison.md"))
+    assert dashboard.main(["--group", sweep.name, "--sweeps-root", str(tmp_path)]) == 0  # found by its W&B group
+    out = capsys.readouterr().out
+    assert "no credentials found: wrote the offline dashboard only" in out and str(copy / "dashboard.html") in out
+    assert _cell((copy / "dashboard.html").read_text(), "main/recall@5") == _cell(
+        (sweep / "dashboard.html").read_text(), "main/recall@5"
+    )
+    assert dashboard.main(["--group", "no-such-sweep", "--sweeps-root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no local sweep folder named no-such-sweep" in err[0]
+    assert dashboard.main([str(sweep / "1"), "--offline"]) == 0  # one run is a sweep of one job
+    page = (sweep / "1" / "dashboard.html").read_text()
+    assert "Nothing was swept in these runs." in page and len(_cell(page, "main/recall@5")) == 1
+
+
 CHROMIUM = shutil.which("chromium")
 CHROMIUM_FLAGS = [
     "--headless",
