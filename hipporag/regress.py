@@ -49,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.record and args.cache == "warm":
             raise UserError("--record with --cache warm: expected values are measured, never read from a cache")
+        if args.record:
+            rg.check_clean_tree()
         runnable = [r for r in chosen if not r.missing_data(data_dir)]
         rg.check_overrides(runnable, data_dir)  # a bad override stops here, before anything runs
     except UserError as e:

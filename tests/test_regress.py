@@ -58,6 +58,21 @@ def test_a_run_shaped_by_a_failure_is_never_recorded():
     assert rg.unrecordable(metrics) == "hipporag2 had 2 filter errors"
 
 
+def test_record_refuses_uncommitted_changes(tmp_path):
+    import subprocess
+
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    rg.check_clean_tree(tmp_path)  # committed: fine
+    (tmp_path / "code.py").write_text("x = 2\n")
+    with pytest.raises(rg.RegressionError, match="uncommitted changes"):
+        rg.check_clean_tree(tmp_path)
+    rg.check_clean_tree(tmp_path / "not-a-checkout-either")  # outside git: the package version says it
+
+
 @pytest.mark.parametrize(
     "fields, says",
     [

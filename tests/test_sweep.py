@@ -139,6 +139,7 @@ def test_every_run_has_the_uniform_keys_and_the_paired_table(joblib_sweep):
             assert [s[f"main_ci_lo/{k}"], s[f"main_ci_hi/{k}"]] == pytest.approx(main["ci"][k])
             assert [s[f"baseline_ci_lo/{k}"], s[f"baseline_ci_hi/{k}"]] == pytest.approx(dense["ci"][k])
         assert run["config"]["main_method"] == "hipporag2" and run["config"]["swept_knobs"] == ["damping"]
+        assert run["config"]["swept.damping"] == str((0.3, 0.5, 0.7)[i])  # W&B panels group by it
         assert "per_query_vs_baseline/_type" in run["history_keys"]
         [table] = glob.glob(str(sweep / str(i) / "wandb" / "offline-run-*" / "files/media/table/per_query_vs*.json"))
         doc = json.loads(Path(table).read_text())

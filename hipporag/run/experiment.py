@@ -33,7 +33,7 @@ from hipporag.retrieval.ranking_cache import (
 from hipporag.run.provenance import collect_provenance
 from hipporag.run.settings import Settings, load_settings
 from hipporag.run.summary import format_summary, llm_failures
-from hipporag.run.sweep_folders import swept_knobs
+from hipporag.run.sweep_folders import overrides_dict, swept_knobs
 from hipporag.run.tracking import make_tracker, write_run_files
 
 log = logging.getLogger(__name__)
@@ -63,12 +63,17 @@ def index_cost(cost: dict, llm) -> dict:
     return out
 
 
-def _swept_knobs() -> list[str]:
+def _swept_values() -> dict[str, str]:
+    """This sweep job's value of each swept knob, as its override wrote it (`ablation: full` too, which the
+    composed config does not name)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
-        return []
-    return swept_knobs(Path(HydraConfig.get().sweep.dir))
+        return {}
+    hc = HydraConfig.get()
+    knobs = swept_knobs(Path(hc.sweep.dir))
+    mine = overrides_dict(list(hc.overrides.task))
+    return {k: mine.get(k, "") for k in knobs}
 
 
 def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_dir: Path) -> dict:
@@ -213,12 +218,14 @@ def run_experiment(
     metrics["provenance"] = run_provenance(settings, dataset, extractor, embedder, llm, cache_dir)
     resolved = OmegaConf.to_yaml(cfg, resolve=True)
     write_run_files(run_dir, metrics, all_records, resolved)
+    swept = _swept_values() if sweep_group else {}
     config = {
         **OmegaConf.to_container(cfg, resolve=True),
         "provenance": metrics["provenance"],
         "main_method": metrics["method"],  # with the uniform summary keys: one W&B panel for every method
         "baseline_method": metrics["baseline"],
-        "swept_knobs": _swept_knobs() if sweep_group else [],
+        "swept_knobs": list(swept),
+        "swept": swept,  # W&B panels group and plot by config key swept.<knob>
     }
     tracker = make_tracker(settings.tracker, run_dir, config, sweep_group, settings.method.name)
     if tracker is not None:

@@ -338,6 +338,20 @@ def format_list(regressions: list[Regression], data_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def check_clean_tree(root: Path = REPO_ROOT) -> None:
+    """Expected values name the commit they were measured at; with uncommitted changes it would not say
+    which code that was (the files written by an earlier batch count too: commit them first)."""
+    from hipporag.run.provenance import code_version
+
+    git = code_version(root).get("git")
+    if git and git["dirty"]:
+        raise RegressionError(
+            "--record on a checkout with uncommitted changes (git status): the expected values would not say "
+            "which code measured them",
+            hint="commit or stash first, then record",
+        )
+
+
 def check_overrides(regressions: list[Regression], data_dir: Path) -> None:
     """Compose each regression's config (nothing runs): a bad override is one line naming its file."""
     from hipporag.run.settings import compose_each, load_settings

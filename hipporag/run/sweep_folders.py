@@ -16,8 +16,13 @@ def job_overrides(job_dir: Path) -> dict[str, str]:
     path = job_dir / ".hydra" / "overrides.yaml"
     if not path.is_file():
         return {}
+    return overrides_dict(yaml.safe_load(path.read_text()) or [])
+
+
+def overrides_dict(overrides: list) -> dict[str, str]:
+    """`["+ablation=full", "damping=0.3"]` as {"ablation": "full", "damping": "0.3"}."""
     out = {}
-    for item in yaml.safe_load(path.read_text()) or []:
+    for item in overrides:
         key, _, value = str(item).partition("=")
         out[key.lstrip("+~")] = value
     return out

@@ -31,7 +31,7 @@ def build_report(
     base = baseline or "the baseline"
     where = {"entity": entity or "", "project": project} if online else {}
     runsets = [wr.Runset(name=f"sweep {g}", filters=f"Group = '{g}'", **where) for g in groups]
-    columns = ["c::main_method", *[f"c::{k}" for k in swept]]
+    columns = ["c::main_method", *[f"c::swept.{k}" for k in swept]]
     for m in metrics:
         columns += [f"s::main/{m}", f"s::main_ci_lo/{m}", f"s::main_ci_hi/{m}", f"s::baseline/{m}", f"s::delta/{m}"]
         columns += [f"s::p_value/{m}"]
@@ -53,11 +53,13 @@ def build_report(
                 wr.BarPlot(
                     title=f"{NAMES.get(m, m)} vs {knob} ({base} beside each value)",
                     metrics=[wr.SummaryMetric(f"main/{m}"), wr.SummaryMetric(f"baseline/{m}")],
-                    groupby=wr.Config(knob),
+                    groupby=wr.Config(f"swept.{knob}"),
                 )
             )
             knob_panels.append(
-                wr.ScatterPlot(title=f"{NAMES.get(m, m)} vs {knob}", x=wr.Config(knob), y=wr.SummaryMetric(f"main/{m}"))
+                wr.ScatterPlot(
+                    title=f"{NAMES.get(m, m)} vs {knob}", x=wr.Config(f"swept.{knob}"), y=wr.SummaryMetric(f"main/{m}")
+                )
             )
     blocks = [
         wr.H1(f"Every method against {base}"),
