@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         "cold: recompute everything; warm: reuse everything, rankings included",
     )
     ap.add_argument("--out", type=Path, default=None, help="where the runs go (default: outputs/regressions/…)")
+    ap.add_argument("--write", type=Path, default=None, help="put the table in FILE's <!-- regress:start/end --> block")
     args = ap.parse_args(argv)
 
     try:
@@ -79,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.md").write_text(table + (f"\n\n{details}" if details else "") + "\n")
     (out / "summary.json").write_text(json.dumps(rg.outcomes_json(outcomes), indent=1) + "\n")
+    if args.write:
+        from hipporag.run.blocks import upsert_block
+
+        command = "python -m hipporag.regress " + " ".join(argv if argv is not None else sys.argv[1:])
+        block = f"`{command.strip()}`, {dt.datetime.now():%Y-%m-%d %H:%M}, {rg.where_measured()}\n\n{table}"
+        upsert_block(args.write, "<!-- regress:start -->", "<!-- regress:end -->", block)
     if cache_dir != shared:
         shutil.rmtree(cache_dir, ignore_errors=True)  # what this batch computed; the shared links are unlinked only
     print(f"runs and summary in {out}", file=sys.stderr)

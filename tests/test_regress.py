@@ -132,12 +132,18 @@ def test_the_fast_regressions_pass_and_a_changed_number_fails(tmp_path, musique_
     """What CI runs: the demo and (with the shared data) musique_train fidelity, retrieval only, against
     the recorded values. The musique embeddings come from the fidelity test's runs when it ran first."""
     env = {"HIPPORAG_DATA_DIR": str(DATA)}
+    doc = tmp_path / "doc.md"
+    doc.write_text("# kept\n")
     proc = run_cli(
-        "-m", "hipporag.regress", "--fast", "--cache-dir", str(musique_cache), "--out", str(tmp_path / "a"), env=env
+        "-m", "hipporag.regress", "--fast", "--cache-dir", str(musique_cache), "--out", str(tmp_path / "a"),
+        "--write", str(doc), env=env,
     )  # fmt: skip
     rows = dict(re.findall(r"^\| (\S+) \| (pass|fail|skipped|error) \|", proc.stdout, re.M))
     assert rows["demo_retrieval"] == rows["demo_bm25"] == "pass", proc.stdout
     assert rows["musique_train-fidelity"] == ("pass" if DATA.joinpath("musique_train").is_dir() else "skipped")
+    block = doc.read_text()
+    assert block.startswith("# kept\n") and "<!-- regress:start -->\n`python -m hipporag.regress --fast" in block
+    assert "| demo_retrieval | pass |" in block and block.rstrip().endswith("<!-- regress:end -->")
     # the same entry with one expected value moved by a point fails, names the value and exits 1
     folder = tmp_path / "changed"
     folder.mkdir()

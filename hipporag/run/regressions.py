@@ -338,6 +338,16 @@ def format_list(regressions: list[Regression], data_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def where_measured() -> str:
+    """The commit and machine a table was measured on, in words."""
+    from hipporag.run.provenance import code_version, environment
+
+    code, env = code_version(), environment()
+    git = code.get("git") or {}
+    commit = (git.get("commit") or "")[:12] + (" (uncommitted changes)" if git.get("dirty") else "")
+    return f"commit {commit or code.get('package_version')}, {env['cpu']}, {env['cpu_cores']} cores"
+
+
 def check_clean_tree(root: Path = REPO_ROOT) -> None:
     """Expected values name the commit they were measured at; with uncommitted changes it would not say
     which code that was (the files written by an earlier batch count too: commit them first)."""
