@@ -26,6 +26,29 @@ def write(folder: Path, name: str, **fields) -> Path:
     return path
 
 
+def test_the_papers_rows_are_all_there_and_recorded_from_a_clean_tree():
+    names = set(SHIPPED)
+    for table, rows in (
+        ("table3", ("dense", "bm25", "hipporag", "raptor", "hipporag2")),
+        ("table4", ("full", "no_filter", "no_passage_nodes", "ner_to_node", "query_to_node")),
+    ):
+        assert {f"musique_train-{table}-{r}" for r in rows} <= names
+        assert {f"2wikimultihopqa_30-{table}-{r}" for r in rows if r != "raptor"} <= names
+    assert {"demo_default", "demo_retrieval", "demo_bm25", "musique_train-fidelity"} <= names
+    assert {r.name for r in SHIPPED.values() if r.fast} == {"demo_retrieval", "demo_bm25", "musique_train-fidelity"}
+    for reg in SHIPPED.values():
+        assert reg.expected is not None, f"{reg.name}: not recorded (python -m hipporag.regress --record {reg.name})"
+        origin = reg.recorded_from
+        assert re.fullmatch(r"[0-9a-f]{40}", origin["commit"]) and origin["dirty"] is False, reg.name
+        assert origin["cache"] in ("inputs", "cold"), reg.name  # measured, never read from a cached ranking
+        assert reg.expected["status"] == "ok"
+        methods = reg.expected["methods"]
+        assert all(m["filter_errors"] == 0 and m["reader_errors"] == 0 for m in methods.values()), reg.name
+        assert "tracker=none" in reg.overrides  # a regression never logs to someone's W&B project
+        if "read=false" not in reg.overrides:
+            assert all("em" in m and "f1" in m for m in methods.values()), reg.name
+
+
 def test_the_recorded_fidelity_numbers_agree_with_the_official_run():
     """The expected values were measured by the tool; here they meet the official implementation's."""
     methods = SHIPPED["musique_train-fidelity"].expected["methods"]
@@ -33,6 +56,9 @@ def test_the_recorded_fidelity_numbers_agree_with_the_official_run():
         assert round(100 * methods["dense"][k], 2) == pytest.approx(v, abs=0.005), k
     for k in ("recall@2", "recall@5"):
         assert abs(100 * methods["hipporag2"][k] - OFFICIAL["recall"]["hipporag2"][k]) <= 1.0, k
+    # the same configuration appears as a Table 3 and a Table 4 row: one set of numbers
+    assert SHIPPED["musique_train-table3-hipporag2"].expected == SHIPPED["musique_train-fidelity"].expected
+    assert SHIPPED["musique_train-table4-no_filter"].expected == SHIPPED["musique_train-fidelity"].expected
 
 
 def test_compare_passes_float_noise_and_fails_one_changed_query():
