@@ -67,6 +67,14 @@ def test_uniform_keys_are_the_same_whatever_the_method():
     assert "baseline/recall@5" not in alone and "delta/recall@5" not in alone and alone["baseline_method"] == ""
 
 
+def test_seeds_read_the_same_for_both_hipporag_versions():
+    from hipporag.run.comparison import seed_text
+
+    assert seed_text(["alder glassworks", 0.468609]) == "alder glassworks (0.47)"  # HippoRAG 2: node, weight
+    assert seed_text(["publix", "publix supermarkets", 0.91, 1.0]) == "publix → publix supermarkets (1.00)"  # v1
+    assert seed_text(["x", "x", 1.0, 0.5]) == "x (0.50)" and seed_text("odd") == "odd"
+
+
 def test_swept_knobs_come_from_the_command_line_and_the_preset(tmp_path):
     hydra = {
         "overrides": {"task": ["damping=0.3,0.5", "tracker=none", "+ablation=full,no_filter", "seed=range(1,3)"]},

@@ -173,6 +173,17 @@ def outcome_counts(job: Job) -> dict[str, int]:
     return {k: int(counts.get(k, 0)) for k in ("main", "baseline", "tie")}
 
 
+def seed_text(seed) -> str:
+    """A seed as the methods record it: HippoRAG 2 `[node, weight]`, HippoRAG v1 `[query entity, linked node,
+    similarity, weight]`; anything else as it is."""
+    if not isinstance(seed, list | tuple) or not seed:
+        return str(seed)
+    names = [str(x) for x in seed if isinstance(x, str)]
+    numbers = [x for x in seed if isinstance(x, int | float) and not isinstance(x, bool)]
+    name = " → ".join(dict.fromkeys(names)) or str(seed[0])
+    return f"{name} ({float(numbers[-1]):.2f})" if numbers else name
+
+
 def _pct(v) -> str:
     return "-" if v is None else f"{100 * v:.2f}"
 
@@ -183,7 +194,7 @@ def _side_md(name: str, side: dict) -> list[str]:
         f"  {i}. {'★ ' if gold else ''}{' '.join(str(t).split())[:160]}" for i, (t, gold) in enumerate(side["top5"], 1)
     ]
     if side["seeds"]:
-        lines.append("  seeds: " + ", ".join(f"{s[0]} ({float(s[1]):.2f})" for s in side["seeds"][:8]))
+        lines.append("  seeds: " + ", ".join(seed_text(s) for s in side["seeds"][:8]))
     if side["facts"]:
         lines.append("  kept facts: " + "; ".join(" | ".join(map(str, f)) for f in side["facts"][:8]))
     return lines

@@ -11,7 +11,7 @@ import html
 import math
 from datetime import datetime, timezone
 
-from hipporag.run.comparison import RUN_TABLE_METRICS, Comparison, cases, outcome_counts
+from hipporag.run.comparison import RUN_TABLE_METRICS, Comparison, cases, outcome_counts, seed_text
 
 MAIN_COLOUR, BASE_COLOUR = "#1f77b4", "#7f7f7f"
 NAMES = {"recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "em": "EM", "f1": "F1"}
@@ -184,7 +184,8 @@ def _sort_key(v):
 
 def _runs_section(c: Comparison) -> str:
     metrics = [m for m in RUN_TABLE_METRICS if any(j.value("main", m)[0] is not None for j in c.jobs)]
-    head = ["job", "method", *c.swept, "status"] + [f"{NAMES[m]} [95% CI]" for m in metrics]
+    knobs = [k for k in c.swept if k != "method"]  # a swept method is the method column
+    head = ["job", "method", *knobs, "status"] + [f"{NAMES[m]} [95% CI]" for m in metrics]
     head += [f"Δ{NAMES[m]} (p)" for m in metrics] + ["wins / losses / ties"]
     out = ['<section id="runs"><h2>Runs</h2><table class="sortable"><thead><tr>']
     out += [f"<th>{esc(h)}</th>" for h in head] + ["</tr></thead><tbody>"]
@@ -194,7 +195,7 @@ def _runs_section(c: Comparison) -> str:
     for j, side in rows:
         name = j.main if side == "main" else f"{j.baseline} (baseline)"
         cells = [j.name if side == "main" else "baseline", name]
-        cells += [j.knobs.get(k, "") if side == "main" else "" for k in c.swept]
+        cells += [j.knobs.get(k, "") if side == "main" else "" for k in knobs]
         cells.append(j.metrics.get("status", "ok") if side == "main" else "")
         out.append("<tr>" + "".join(f"<td>{esc(x)}</td>" for x in cells))
         for m in metrics:
@@ -223,7 +224,7 @@ def _top5(side: dict) -> str:
 def _why(side: dict) -> str:
     if not side["seeds"] and not side["facts"]:
         return ""
-    seeds = ", ".join(f"{esc(s[0])} ({float(s[1]):.2f})" for s in side["seeds"][:8])
+    seeds = ", ".join(esc(seed_text(s)) for s in side["seeds"][:8])
     facts = "; ".join(esc(" | ".join(map(str, f))) for f in side["facts"][:8])
     return f'<p class="why"><b>seeds</b>: {seeds or "-"}<br><b>kept facts</b>: {facts or "-"}</p>'
 
