@@ -8,7 +8,6 @@ import json
 import os
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from cli import ROOT, run_cli
 
@@ -42,8 +41,10 @@ def run(tmp: Path, cache: Path, name: str, hash_seed: str) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, musique_cache):
+    """One cold run (hash seed 0). The regression test reruns it with hash seed 12345 and a rebuilt graph
+    (tests/test_regress.py); both must give the recorded numbers, so neither depends on the hash seed."""
     tmp = tmp_path_factory.mktemp("musique")
-    return run(tmp, musique_cache, "cold", "0"), run(tmp, musique_cache, "warm", "12345")
+    return (run(tmp, musique_cache, "cold", "0"),)
 
 
 def test_dense_equals_official_and_hipporag2_within_band(runs):
@@ -66,13 +67,9 @@ def test_graph_matches_official_counts(runs):
         assert abs(index[key] - OFFICIAL["graph"][key]) <= 0.01 * OFFICIAL["graph"][key], (key, index[key])
 
 
-def test_two_runs_are_identical_whatever_the_hash_seed(runs):
-    cold, warm = (json.loads((r / "metrics.json").read_text()) for r in runs)
-    assert warm["index"]["graph_cached"] and warm["openie"]["cached"] == 1890
-    assert cold["methods"]["hipporag2"] == {
-        **warm["methods"]["hipporag2"],
-        "retrieve_s": cold["methods"]["hipporag2"]["retrieve_s"],
-        "read_s": cold["methods"]["hipporag2"]["read_s"],
-    }
-    a, b = (pd.read_parquet(r / "per_query.parquet") for r in runs)
-    assert (a["top_passage_ids"].map(list) == b["top_passage_ids"].map(list)).all()
+def test_the_run_gives_the_recorded_regression_numbers(runs):
+    from hipporag.run import regressions as rg
+
+    reg = rg.load(ROOT / "reproduce" / "regressions" / "musique_train-fidelity.yaml")
+    measured = rg.measured_values(json.loads((runs[0] / "metrics.json").read_text()))
+    assert [c for c in rg.compare(reg.expected, rg.rounded(measured), 0.0) if c.verdict != "identical"] == []

@@ -187,7 +187,7 @@ def unrecordable(metrics: dict) -> str | None:
     return None
 
 
-def _rounded(values: dict) -> dict:
+def rounded(values: dict) -> dict:
     """Floats to 6 decimals (the tolerance is 1e-3): the file stays readable and diffs stay small."""
     return {
         "status": values["status"],
@@ -228,7 +228,7 @@ def write_record(reg: Regression, values: dict, origin: dict) -> None:
         "needs": reg.needs,
         "overrides": reg.overrides,
         "tolerance": reg.tolerance,
-        "expected": _rounded(values),
+        "expected": rounded(values),
         "recorded_from": origin,
     }
     text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=110)
@@ -274,7 +274,7 @@ def run_one(reg: Regression, *, data_dir: Path, cache_dir: Path | None, out_root
         if why_not:
             return Outcome(reg.name, "error", f"not recorded: {why_not}", wall, run_dir=job.out_dir)
         return Outcome(reg.name, "recorded", "", wall, run_dir=job.out_dir, measured=values, metrics=job.metrics)
-    comparisons = compare(reg.expected, _rounded(values), reg.tolerance)  # as recorded: 6 decimals
+    comparisons = compare(reg.expected, rounded(values), reg.tolerance)  # as recorded: 6 decimals
     bad = [c for c in comparisons if c.verdict not in ("identical", "within tolerance")]
     note = "; ".join(f"{c.metric} {c.recorded} -> {c.rerun}" for c in bad[:3]) + (" …" if len(bad) > 3 else "")
     return Outcome(reg.name, "fail" if bad else "pass", note, wall, comparisons, job.out_dir, values, job.metrics)
