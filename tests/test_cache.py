@@ -1,3 +1,4 @@
+import hashlib
 import json
 
 import numpy as np
@@ -6,6 +7,7 @@ import pytest
 from hipporag.cache.folders import building
 from hipporag.cache.store import KeyValueStore
 from hipporag.core.errors import CacheMismatchError
+from hipporag.core.textnorm import text_hash
 from hipporag.index.embed import EmbeddingCache
 from hipporag.index.openie import Extraction, run_openie
 
@@ -122,3 +124,34 @@ def test_the_store_writer_commits_from_many_threads_and_reports_a_failed_commit(
         broken.flush()
     with pytest.raises(RuntimeError, match="committing to the cache failed"):
         broken.put("k2", b"v")
+
+
+def test_the_corpus_identity_is_unambiguous_for_any_text():
+    """Joining passages with a separator let two corpora share one key (and one graph) when a passage held it."""
+    from hipporag.index.build import corpus_hash
+
+    assert corpus_hash(["a\x00b"]) != corpus_hash(["a", "b"])
+    assert corpus_hash(["a", "b\x00c"]) != corpus_hash(["a\x00b", "c"])
+    assert corpus_hash(["x"]) != corpus_hash(["x", ""])
+    # a lone surrogate (UTF-8 cannot encode it) gets a key of its own instead of a crash
+    assert corpus_hash(["\udfff"]) != corpus_hash(["\udffe"])
+    assert text_hash("\udfff") != text_hash("\udffe") and text_hash("abc") == hashlib.sha1(b"abc").hexdigest()
+
+
+def test_unusable_answers_above_the_share_degrade_the_run():
+    from hipporag.run.summary import status_lines, unusable_answers
+
+    usage = {"filter": {"calls": 20, "errors": 0, "unusable": 2}}
+    openie = {"passages": 45, "unusable": 1}
+    out = unusable_answers(usage, openie, 0.05)
+    assert out["filter"]["above_max"] and out["filter"]["rate"] == 0.1
+    assert not out["openie"]["above_max"]  # 1 of 45 is 2.2 %
+    assert unusable_answers(usage, openie, 0.1)["filter"]["above_max"] is False
+    lines = status_lines(
+        {"unusable_answers": out, "max_unusable_rate": 0.05, "status": "degraded", "methods": {}, "llm_failures": {}}
+    )
+    assert (
+        lines[0] == "DEGRADED: 2 of 20 filter answers were unusable in stage filter (10.0 %, max_unusable_rate 5.0 %)"
+    )
+    assert lines[1].startswith("warning: 1 of 45 passages' OpenIE answers were unusable")
+    assert "Unusable answers are cached" in lines[2]

@@ -479,3 +479,58 @@ def test_failed_llm_calls_are_never_cached_and_a_live_server_gets_real_results(t
     assert m["llm_usage"]["filter"]["calls"] == 5 and m["llm_usage"]["filter"]["cache_hits"] == 0
     assert m["llm_usage"]["filter"]["errors"] == 0 and _stored_llm_answers(cache) == 5
     assert "Rankings (hipporag2): loaded from cache" not in live.stdout
+
+
+# ------------------------------------------------- issue 22 item 1: nothing computed on a degraded input is cached
+LLM_OPENIE = ("extractor=llm", "llm=openai", "llm.model=scripted", "llm.max_retries=0")
+
+
+def test_a_ranking_on_an_incomplete_graph_is_never_cached_and_the_healthy_rerun_recomputes_it(
+    tmp_path, scripted_server
+):
+    from scripted_server import messages_key
+
+    server = scripted_server()
+    url = f"llm.base_url={server.base_url}"
+    failing = {"n": 0}
+
+    def fail_some(messages) -> bool:  # every third NER request fails (HTTP 503): 15 of 45 passages
+        if "named entities in a passage" not in messages[0]["content"]:
+            return False
+        failing["n"] += 1
+        return int(messages_key(messages), 16) % 3 == 0
+
+    server.fail = fail_some
+    cache = tmp_path / "cache"
+    broken = run(tmp_path, cache, "broken", *LLM_OPENIE, url, expect_rc=3)
+    assert "built for this run only, not cached" in broken.stdout
+    assert "Rankings (hipporag2): computed on this run's incomplete graph" in broken.stdout
+    assert not list(cache.glob("rankings/*.npz")) and not list(cache.glob("graph/*"))
+
+    server.fail = lambda messages: False
+    healed = run(tmp_path, cache, "healed", *LLM_OPENIE, url)
+    assert "loaded from cache" not in "".join(line for line in healed.stdout.splitlines() if "Rankings" in line)
+    fresh = run(tmp_path, tmp_path / "fresh-cache", "fresh", *LLM_OPENIE, url)
+    assert metrics(tmp_path / "healed")["status"] == "ok" and failing["n"] > 0
+    assert numbers(tmp_path / "healed") == numbers(tmp_path / "fresh")
+    assert "Traceback" not in broken.stderr + healed.stderr + fresh.stderr
+
+
+def test_a_run_whose_answers_are_all_unusable_is_degraded_in_words(tmp_path, scripted_server):
+    """Every OpenIE answer and every filter answer arrives but does not parse: cached (reproducible), counted, and
+    the run is degraded (exit 3): its hipporag2 is dense under another name."""
+    server = scripted_server(answer=lambda messages: "I am sorry, I cannot help with that.")
+    proc = run(
+        tmp_path,
+        tmp_path / "cache",
+        "unusable",
+        *LLM_OPENIE,
+        f"llm.base_url={server.base_url}",
+        "filter=llm",
+        expect_rc=3,
+    )
+    m = metrics(tmp_path / "unusable")
+    assert m["status"] == "degraded" and not m["llm_failures"]
+    assert m["unusable_answers"]["openie"]["unusable"] == m["index"]["passages"] == 45
+    assert "DEGRADED: 45 of 45 passages' OpenIE answers were unusable in stage openie" in proc.stdout
+    assert "Unusable answers are cached" in proc.stdout

@@ -13,9 +13,15 @@ from pathlib import Path
 from hipporag.core.textnorm import text_hash
 
 
+def _tagged(value: object) -> dict:
+    """A value JSON has no type for (a Path, a dataclass), tagged with its type: never equal to a plain string."""
+    return {"__type__": type(value).__qualname__, "value": str(value)}
+
+
 def stable_key(identity: dict, length: int = 16) -> str:
-    """Short content address of an identity dict (key order does not matter)."""
-    return text_hash(json.dumps(identity, sort_keys=True, default=str))[:length]
+    """Short content address of an identity dict (key order does not matter). Canonical JSON (sorted keys, every
+    code point escaped) is an unambiguous encoding: no separator a text could contain, any length."""
+    return text_hash(json.dumps(identity, sort_keys=True, ensure_ascii=True, default=_tagged))[:length]
 
 
 # ------------------------------------------------------------------------------------ checksums

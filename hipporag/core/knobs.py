@@ -56,6 +56,7 @@ class Knobs:
     # -- LLM error policy and the recognition filter
     fail_on_llm_error: bool = knob(QUERY, boolean())
     max_llm_error_rate: float = knob(QUERY, number(0, 1))
+    max_unusable_rate: float = knob(RUN, number(0, 1))  # answers that arrived but could not be used
     filter_snap_cutoff: float = knob(QUERY, number(0, 1))
     filter_prompt: str | None = knob(QUERY, existing_file())
     filter_max_new_tokens: int = knob(QUERY, integer(1))

@@ -44,5 +44,7 @@ def fact_id(fact: tuple[str, str, str]) -> str:
 
 
 def text_hash(text: str) -> str:
-    """Cache key of a text: sha1 is enough for content addressing and shorter than sha256."""
-    return hashlib.sha1(text.encode()).hexdigest()
+    """Cache key of a text: sha1 is enough for content addressing and shorter than sha256. `surrogatepass`: a
+    lone surrogate (which UTF-8 cannot encode) still gets its own key instead of a crash; valid text hashes as
+    plain UTF-8."""
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -7,6 +7,7 @@ never rebuilds it. Concurrent jobs take a file lock: one builds, the others wait
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -43,6 +44,9 @@ class Index:
     fact_vecs: np.ndarray
     entity_passage_count: np.ndarray
     stats: dict = field(default_factory=dict)
+    # False: built for this run only from an incomplete extraction (failed LLM requests). Nothing computed on
+    # it (rankings) may be stored under the key of the complete index it stands in for.
+    complete: bool = True
 
     @property
     def n_entities(self) -> int:
@@ -68,7 +72,10 @@ class IndexReport:
 
 
 def corpus_hash(passages: list[str]) -> str:
-    return text_hash("\x00".join(passages))
+    """The corpus's identity: a hash of its passages as a JSON list, an unambiguous encoding whatever they hold
+    (a separator-joined string let two corpora with NUL bytes in their passages share one key and one graph).
+    JSON with `ensure_ascii` escapes every code point, lone surrogates included."""
+    return text_hash(json.dumps(list(passages), ensure_ascii=True))
 
 
 def index_identity(passages, extractor: Extractor, embedder, knobs: Knobs) -> dict:
@@ -217,5 +224,6 @@ def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: 
         fact_vecs=fact_vecs,
         entity_passage_count=counts,
         stats=stats,
+        complete=not report.openie.failed_requests,
     )
     return index, report

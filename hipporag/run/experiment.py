@@ -32,7 +32,7 @@ from hipporag.retrieval.ranking_cache import (
 )
 from hipporag.run.provenance import collect_provenance
 from hipporag.run.settings import Settings, load_settings
-from hipporag.run.summary import format_summary, llm_failures
+from hipporag.run.summary import format_summary, llm_failures, unusable_answers
 from hipporag.run.sweep_folders import overrides_dict, swept_knobs
 from hipporag.run.tracking import make_tracker, write_run_files
 
@@ -145,6 +145,12 @@ def run_experiment(
         name = method.name
         t0 = time.perf_counter()
         rkey = ranking_key(index.key, name, key_values(knobs, method, llm, embedder), questions)
+        if rkey and not index.complete:
+            log.warning(
+                "Rankings (%s): computed on this run's incomplete graph, neither loaded from nor stored in the cache",
+                name,
+            )
+            rkey = None
         rankings = load_rankings(cache_dir, rkey) if rkey else None
         if rankings is not None:
             log.info("Rankings (%s): loaded from cache", name)
@@ -183,11 +189,14 @@ def run_experiment(
         if usd is not None:
             u["usd"] = usd
     failures = llm_failures(usage, knobs.max_llm_error_rate)
-    degraded = any(f["above_max"] for f in failures.values())
+    unusable = unusable_answers(usage, vars(report.openie), knobs.max_unusable_rate)
+    degraded = any(f["above_max"] for f in (*failures.values(), *unusable.values()))
     metrics = {
         "status": "degraded" if degraded else "ok",
         "llm_failures": failures,
         "max_llm_error_rate": knobs.max_llm_error_rate,
+        "unusable_answers": unusable,
+        "max_unusable_rate": knobs.max_unusable_rate,
         "dataset_checks": {"gold_missing": dataset.gold_missing},
         "adjusted": adjusted,
         "dataset": dataset.name,
@@ -237,7 +246,8 @@ def run_experiment(
         log.error(
             "run degraded: %s",
             "; ".join(
-                f"{s}: {f['failed']}/{f['calls']} LLM calls failed" for s, f in failures.items() if f["above_max"]
+                [f"{s}: {f['failed']}/{f['calls']} LLM calls failed" for s, f in failures.items() if f["above_max"]]
+                + [f"{s}: {u['unusable']}/{u['of']} unusable answers" for s, u in unusable.items() if u["above_max"]]
             ),
         )
     return metrics

@@ -77,6 +77,29 @@ def llm_failures(usage: dict, max_rate: float) -> dict:
     return out
 
 
+def unusable_answers(usage: dict, openie: dict, max_rate: float) -> dict:
+    """Answers that arrived but could not be used, per stage (the filter's, OpenIE's), their share, and whether it
+    is above what the run tolerates: past it the numbers are another method's (dense, or a graph missing passages).
+    """
+    out = {}
+    f = usage.get("filter") or {}
+    answers = f.get("calls", 0) - f.get("errors", 0)
+    if f.get("unusable"):
+        rate = f["unusable"] / max(answers, 1)
+        out["filter"] = {"unusable": f["unusable"], "of": answers, "what": "filter answers", "rate": rate}
+    if openie.get("unusable"):
+        rate = openie["unusable"] / max(openie.get("passages", 0), 1)
+        out["openie"] = {
+            "unusable": openie["unusable"],
+            "of": openie["passages"],
+            "what": "passages' OpenIE answers",
+            "rate": rate,
+        }
+    for v in out.values():
+        v["above_max"] = v["rate"] > max_rate
+    return out
+
+
 def status_lines(metrics: dict) -> list[str]:
     """The run's health in words: a degraded run says so, and why, after its table."""
     lines = []
@@ -88,6 +111,13 @@ def status_lines(metrics: dict) -> list[str]:
             f"max_llm_error_rate {100 * max_rate:.1f} %)"
         )
         lines.append(("DEGRADED: " if f["above_max"] else "warning: ") + words)
+    max_unusable = metrics.get("max_unusable_rate", 0.0)
+    for stage, u in metrics.get("unusable_answers", {}).items():
+        words = (
+            f"{u['unusable']} of {u['of']} {u['what']} were unusable in stage {stage} ({100 * u['rate']:.1f} %, "
+            f"max_unusable_rate {100 * max_unusable:.1f} %)"
+        )
+        lines.append(("DEGRADED: " if u["above_max"] else "warning: ") + words)
     if metrics.get("status") == "degraded":
         fell_back = {m: v["fallbacks"] for m, v in metrics["methods"].items() if v.get("filter_errors")}
         lines.append(
@@ -97,7 +127,11 @@ def status_lines(metrics: dict) -> list[str]:
                 if fell_back
                 else ""
             )
-            + ". Nothing made from a failed call was cached: fix the LLM and rerun."
+            + (
+                ". Nothing made from a failed call was cached: fix the LLM and rerun."
+                if any(f["above_max"] for f in failures.values())
+                else ". Unusable answers are cached (a rerun gives them again): change the model or the prompt."
+            )
         )
     gold = metrics.get("dataset_checks", {}).get("gold_missing") or {}
     if gold.get("passages"):

@@ -35,6 +35,7 @@ class OpenIEStats:
     extracted: int = 0
     errors: int = 0
     failed_requests: int = 0  # passages whose extraction failed in the backend (LLM errors): not cached
+    unusable: int = 0  # passages whose answer arrived but gave no usable extraction (cached, reproducible)
     error_examples: list[str] = field(default_factory=list)
     # what the corpus' extractions cost, summed over every passage whatever run extracted it (LLM extractors)
     cost: dict = field(default_factory=dict)
@@ -98,6 +99,7 @@ def run_openie(
         stats.failed_requests += e.transient
         if e.error:
             stats.errors += 1
+            stats.unusable += not e.transient
             if len(stats.error_examples) < 3:
                 stats.error_examples.append(f"{p[:60]!r}: {e.error}")
     stats.cost = total_cost(e.cost for e in dict(zip(keys, ordered)).values())
