@@ -21,10 +21,12 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    from hipporag.core import termination
+
+    termination.install()  # SIGTERM (Slurm's preemption and time limit) ends like Ctrl-C, exit 143
     try:
         main()
-    except KeyboardInterrupt:  # Ctrl-C outside the experiment (Hydra's start or teardown)
-        from hipporag.core.errors import EXIT_INTERRUPTED
-        from hipporag.entry import INTERRUPTED, fail
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM outside the experiment (Hydra's start or teardown)
+        from hipporag.entry import interrupted
 
-        fail(INTERRUPTED, EXIT_INTERRUPTED)
+        interrupted(e)

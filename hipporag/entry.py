@@ -2,8 +2,9 @@
 
 Light on purpose (no torch, no models): a bad knob or a user error costs seconds, not a model load.
 Exit codes: 0 done; 2 a user error (one line with a hint; HYDRA_FULL_ERROR=1 shows the traceback);
-3 the run finished degraded (too many failed LLM calls; its files say so); 130 interrupted (the cache
-keeps everything committed, so a rerun resumes).
+3 the run finished degraded (too many failed LLM calls; its files say so); 130 interrupted by Ctrl-C, 143 by
+SIGTERM (Slurm's preemption or time limit; `core.termination`): the cache keeps everything committed, so a
+rerun resumes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from hipporag.core.errors import (
     EXIT_DEGRADED,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     EXIT_USER_ERROR,
     UserError,
 )
@@ -47,6 +49,34 @@ def fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def interrupted(e: KeyboardInterrupt, sweep_group: str | None = None, run_dir: Path | None = None) -> None:
+    """Ctrl-C (exit 130) or SIGTERM (143): one line, the cache kept. In a sweep, the report of the jobs that
+    finished is written first (marked partial), so a killed sweep's report and dashboard are those of its
+    finished jobs, whichever job was killed."""
+    from hipporag.core.termination import TERMINATED, Terminated
+
+    if sweep_group is not None and run_dir is not None:
+        write_partial_sweep_report(run_dir.parent)
+    if isinstance(e, Terminated):
+        fail(TERMINATED, EXIT_TERMINATED)
+    fail(INTERRUPTED, EXIT_INTERRUPTED)
+
+
+def write_partial_sweep_report(sweep_dir: Path) -> None:
+    """The report and dashboard of the jobs a stopped sweep finished; a problem here is one line, never a
+    traceback (the jobs' own files are complete)."""
+    try:
+        from hipporag.run.dashboard import write_after_sweep
+        from hipporag.run.sweep_report import write_report
+
+        write_report(sweep_dir, partial=True)
+        write_after_sweep(sweep_dir)
+    except FileNotFoundError:
+        pass  # no job finished
+    except Exception as e:
+        print(f"warning: no partial sweep report in {sweep_dir}: {' '.join(str(e).split())}", file=sys.stderr)
+
+
 def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | None:
     """Check the settings, run the experiment, and turn user errors and Ctrl-C into clean exits."""
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
@@ -62,10 +92,10 @@ def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | 
         if full_error:
             raise
         fail(f"error: {e.one_line()}", EXIT_USER_ERROR)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if full_error:
             raise
-        fail(INTERRUPTED, EXIT_INTERRUPTED)
+        interrupted(e, sweep_group, run_dir)
     if metrics.get("status") == "degraded" and sweep_group is None:
         sys.exit(EXIT_DEGRADED)  # a sweep goes on; its report and exit code say it at the end
     return metrics

@@ -534,3 +534,74 @@ def test_a_run_whose_answers_are_all_unusable_is_degraded_in_words(tmp_path, scr
     assert m["unusable_answers"]["openie"]["unusable"] == m["index"]["passages"] == 45
     assert "DEGRADED: 45 of 45 passages' OpenIE answers were unusable in stage openie" in proc.stdout
     assert "Unusable answers are cached" in proc.stdout
+
+
+# ------------------------------------------------------ issue 22 item 4: SIGTERM (Slurm's preemption) as Ctrl-C
+DATA = Path(__import__("os").environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
+TWOWIKI = DATA / "2wikimultihopqa_30" / "2wikimultihopqa_corpus.json"
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] not in "ZX"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not TWOWIKI.is_file(), reason=f"needs {TWOWIKI} (a corpus of 256+ passages: spaCy's pool)")
+def test_sigterm_during_openie_ends_the_workers_and_exits_143_in_one_line(tmp_path):
+    cache = tmp_path / "cache"
+    cmd = [
+        sys.executable,
+        "run.py",
+        "tracker=none",
+        "read=false",
+        "dataset=2wikimultihopqa_30",
+        f"dataset.data_dir={DATA}",
+        "extractor.batch_size=256",
+        f"cache_dir={cache}",
+        f"hydra.run.dir={tmp_path / 'cut'}",
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(tmp_path / "cut" / "run.log", "passages from cache")
+    deadline = time.monotonic() + 120
+    while len(_children(proc.pid)) < 2:  # spaCy's two worker processes
+        assert time.monotonic() < deadline and proc.poll() is None, "spaCy's worker pool never started"
+        time.sleep(0.1)
+    workers = _children(proc.pid)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, out[-2000:] + err[-2000:]
+    assert err.rstrip().splitlines()[-1] == "terminated (SIGTERM); the cache is kept and a rerun resumes"
+    assert "Traceback" not in out + err
+    time.sleep(0.5)
+    assert not [w for w in workers if _alive(w)], "spaCy workers left running as orphans"
+    assert "terminated (SIGTERM)" in (tmp_path / "cut" / "run.log").read_text()
+
+
+def test_sigterm_in_a_sweep_leaves_a_consistent_partial_report_and_dashboard(reference, tmp_path):
+    _, _, expected, _ = reference
+    sweep = tmp_path / "sweep"
+    args = ("run.py", "-m", *SETTINGS, f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}")
+    args += ("damping=0.3,0.5,0.7", "baseline=dense")  # a constant override: never a swept knob
+    proc = subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    _wait_for(sweep / "1" / "run.log", "Dataset demo")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and "Traceback" not in out + err, out[-2000:] + err[-2000:]
+    report = (sweep / "report.md").read_text()
+    assert "**partial**: 1 jobs finished so far" in report and "swept: damping\n" in report
+    assert (sweep / "dashboard.html").is_file() and (sweep / "comparison.md").is_file()
+    run_cli(*args)  # the same command again: the cache resumes it, the report is whole
+    assert "partial" not in (sweep / "report.md").read_text()
+    assert numbers(sweep / "1") == expected

@@ -9,6 +9,7 @@ from __future__ import annotations
 EXIT_USER_ERROR = 2  # bad data, config or service: the message says what to fix
 EXIT_DEGRADED = 3  # the run finished, but too many LLM calls failed: its files say "status": "degraded"
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15): what Slurm sends on preemption and at the time limit
 
 
 class UserError(Exception):

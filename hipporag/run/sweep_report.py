@@ -18,7 +18,7 @@ import pandas as pd
 
 from hipporag.cache.files import atomic_write_text
 from hipporag.core.errors import EXIT_DEGRADED
-from hipporag.run.sweep_folders import job_overrides
+from hipporag.run.sweep_folders import job_overrides, swept_knobs
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,10 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
         raise FileNotFoundError(f"{sweep_dir}: no job folder with a metrics.json (is this a sweep directory?)")
     overrides = {job: job_overrides(job) for job in jobs}
     keys = sorted({k for o in overrides.values() for k in o})
-    swept = [k for k in keys if len({overrides[j].get(k) for j in jobs}) > 1] or keys
+    # what the sweep declares (multirun.yaml), and whatever else differs between jobs: never the constant
+    # overrides, even while one job has finished (a partial report) or in a folder without multirun.yaml
+    varying = [k for k in keys if len({overrides[j].get(k) for j in jobs}) > 1]
+    swept = list(dict.fromkeys([*swept_knobs(sweep_dir), *varying]))
     swept = [k for k in swept if k != "method"]  # a swept method is the row's own `method` column
     rows = []
     for job in jobs:
