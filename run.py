@@ -24,6 +24,11 @@ if __name__ == "__main__":
     from hipporag.core import termination
 
     termination.install()  # SIGTERM (Slurm's preemption and time limit) ends like Ctrl-C, exit 143
+    import sys
+
+    from hipporag.entry import precheck_command_line
+
+    precheck_command_line(sys.argv[1:])  # Hydra's refusals of the command line: one line, exit 2
     try:
         main()
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM outside the experiment (Hydra's start or teardown)

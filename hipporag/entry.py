@@ -77,6 +77,32 @@ def write_partial_sweep_report(sweep_dir: Path) -> None:
         print(f"warning: no partial sweep report in {sweep_dir}: {' '.join(str(e).split())}", file=sys.stderr)
 
 
+def precheck_command_line(argv: list[str]) -> None:
+    """Hydra's refusal of the command line itself (`method=nonexistent`, a malformed override) as one line and
+    exit 2, where Hydra would print several lines and exit 1. Only plain overrides (and -m) are checked here:
+    the sweeps are `run.sweep_check`'s, flags such as --config-path or --help are Hydra's own."""
+    if {a for a in argv if a.startswith("-")} - {"-m", "--multirun"}:
+        return
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+
+    from hipporag.run.settings import compose
+    from hipporag.run.sweep_check import hydra_words
+
+    overrides = [a for a in argv if not a.startswith("-")]
+    try:
+        plain = [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_sweep_override()]
+        compose(*plain)
+    except (OverrideParseException, MissingConfigException, ConfigCompositionException) as e:
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            return  # Hydra shows its own error with the traceback
+        fail(
+            f"error: {hydra_words(e)} (hint: python run.py --help lists the config groups and options)", EXIT_USER_ERROR
+        )
+    except Exception:
+        return  # anything else is Hydra's to report as it does
+
+
 def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | None:
     """Check the settings, run the experiment, and turn user errors and Ctrl-C into clean exits."""
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"

@@ -341,6 +341,9 @@ BAD_KNOBS = {
     "damping=1.5": "damping=1.5 is not allowed: expected a number in [0, 1)",
     "filter=sometimes": "filter='sometimes' is not allowed: expected one of none, llm",
     "llm.temperature=-1": "llm.temperature=-1 is not allowed: expected a number >= 0",
+    # Hydra's own refusals of the command line, one line and exit 2 too (Hydra prints several and exits 1)
+    "method=nonexistent": "Could not find 'method/nonexistent' Available options in 'method': bm25 dense",
+    "damping=[": "no viable alternative at input '['",
 }
 
 
@@ -605,3 +608,19 @@ def test_sigterm_in_a_sweep_leaves_a_consistent_partial_report_and_dashboard(ref
     run_cli(*args)  # the same command again: the cache resumes it, the report is whole
     assert "partial" not in (sweep / "report.md").read_text()
     assert numbers(sweep / "1") == expected
+
+
+# ------------------------------------------------ issue 22 item 6: a sweep's every job checked before job 0 starts
+@pytest.mark.parametrize(
+    "sweep, expected",
+    [
+        ("damping=0.5,1.5", "sweep job 1 of 2 (damping=1.5"),
+        ("method=dense,nonexistent", "sweep job 1 of 2 (method=nonexistent"),
+    ],
+)
+def test_a_sweep_with_one_bad_job_is_refused_before_job_0_runs(tmp_path, sweep, expected):
+    sweep_dir = tmp_path / "sweep"
+    args = ("run.py", "-m", *SETTINGS, f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep_dir}", sweep)
+    proc = run_cli(*args, expect_rc=2)
+    _refused(proc, expected)
+    assert not (sweep_dir / "0").exists() and not (tmp_path / "cache").exists()  # nothing ran
