@@ -66,7 +66,6 @@ class SweepCheckCallback(Callback):
 
     def on_multirun_start(self, config, **kwargs) -> None:
         import os
-
         import sys
 
         from hipporag.core.errors import EXIT_USER_ERROR, UserError
