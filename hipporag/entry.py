@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -90,9 +91,10 @@ def precheck_command_line(argv: list[str]) -> None:
     from hipporag.run.sweep_check import hydra_words
 
     overrides = [a for a in argv if not a.startswith("-")]
+    multirun = bool({"-m", "--multirun"} & set(argv))
     try:
         plain = [o.input_line for o in OverridesParser.create().parse_overrides(overrides) if not o.is_sweep_override()]
-        compose(*plain)
+        cfg = compose(*plain, hydra=True)
     except (OverrideParseException, MissingConfigException, ConfigCompositionException) as e:
         if os.environ.get("HYDRA_FULL_ERROR") == "1":
             return  # Hydra shows its own error with the traceback
@@ -101,6 +103,25 @@ def precheck_command_line(argv: list[str]) -> None:
         )
     except Exception:
         return  # anything else is Hydra's to report as it does
+    check_output_folder(cfg, "hydra.sweep.dir" if multirun else "hydra.run.dir")
+
+
+def check_output_folder(cfg, knob: str) -> None:
+    """A run or sweep folder whose name the file system cannot hold (a name over 255 bytes) is refused here, in
+    one line, before Hydra fails to create it with a traceback."""
+    from omegaconf import OmegaConf
+
+    try:
+        folder = str(OmegaConf.select(cfg, knob, throw_on_missing=True))
+    except Exception:
+        return  # it needs Hydra's runtime to resolve: Hydra creates it
+    for part in Path(folder).parts:
+        if len(part.encode("utf-8", "surrogatepass")) > 255:
+            fail(
+                f"error: {knob}: a folder name of {len(part.encode('utf-8', 'surrogatepass'))} bytes "
+                f"({part[:40]}...); file systems allow 255 (hint: give {knob}= a shorter path)",
+                EXIT_USER_ERROR,
+            )
 
 
 def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | None:
@@ -122,6 +143,13 @@ def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | 
         if full_error:
             raise
         interrupted(e, sweep_group, run_dir)
+    except (OSError, sqlite3.Error) as e:  # a full disk, a read-only or foreign cache: one line naming where
+        from hipporag.cache.storage_errors import storage_error
+
+        error = storage_error(e, cfg.get("cache_dir"))
+        if error is None or full_error:
+            raise
+        fail(f"error: {error.one_line()}", EXIT_USER_ERROR)
     if metrics.get("status") == "degraded" and sweep_group is None:
         sys.exit(EXIT_DEGRADED)  # a sweep goes on; its report and exit code say it at the end
     return metrics

@@ -155,3 +155,17 @@ def test_unusable_answers_above_the_share_degrade_the_run():
     )
     assert lines[1].startswith("warning: 1 of 45 passages' OpenIE answers were unusable")
     assert "Unusable answers are cached" in lines[2]
+
+
+def test_storage_failures_are_one_line_naming_where():
+    import errno
+    import sqlite3
+
+    from hipporag.cache.storage_errors import storage_error
+
+    foreign = storage_error(PermissionError(errno.EACCES, "Permission denied", "/c/locks/index-1.lock"), "/c")
+    assert str(foreign) == "permission denied (another user's or a read-only folder): /c/locks/index-1.lock"
+    full = storage_error(sqlite3.OperationalError("database or disk is full"), "/c")
+    assert "no space left on the device" in str(full) and "/c" in str(full)
+    assert storage_error(ValueError("a bug"), "/c") is None
+    assert storage_error(FileNotFoundError(errno.ENOENT, "No such file", "/x"), "/c") is None  # not storage

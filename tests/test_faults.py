@@ -624,3 +624,56 @@ def test_a_sweep_with_one_bad_job_is_refused_before_job_0_runs(tmp_path, sweep, 
     proc = run_cli(*args, expect_rc=2)
     _refused(proc, expected)
     assert not (sweep_dir / "0").exists() and not (tmp_path / "cache").exists()  # nothing ran
+
+
+# ----------------------------------------- issue 22 item 5: a full disk, a read-only cache, a name too long
+def _mount(*args: str) -> bool:
+    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 200 KiB file system (tmpfs): the demo's cache does not fit on it."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=200k", "tmpfs", str(where)):
+        pytest.skip("mounting a tmpfs needs root")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def read_only_cache(reference, tmp_path):
+    """The reference's cache seen through a read-only bind mount."""
+    _, cache, _, _ = reference
+    where = tmp_path / "ro-cache"
+    where.mkdir()
+    if not (_mount("--bind", str(cache), str(where)) and _mount("-o", "remount,bind,ro", str(where))):
+        subprocess.run(["umount", "-l", str(where)], check=False)
+        pytest.skip("a read-only bind mount needs root")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_is_one_line_naming_the_cache(tmp_path, tiny_disk):
+    proc = run(tmp_path, tiny_disk / "cache", "full", expect_rc=2)
+    last = proc.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("error: no space left on the device") and str(tiny_disk / "cache") in last
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "full" / "metrics.json").exists()
+
+
+def test_a_read_only_cache_is_one_line_naming_the_file(tmp_path, read_only_cache):
+    proc = run(tmp_path, read_only_cache, "ro", expect_rc=2)
+    last = proc.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("error: read-only file system: ") and str(read_only_cache) in last
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("mode", ["run", "sweep"])
+def test_a_folder_name_too_long_is_refused_before_anything_runs(tmp_path, mode):
+    long = tmp_path / ("x" * 300)
+    knob = "hydra.sweep.dir" if mode == "sweep" else "hydra.run.dir"
+    args = ["-m", "damping=0.3,0.5"] if mode == "sweep" else []
+    proc = run_cli("run.py", *args, *SETTINGS, f"{knob}={long}", expect_rc=2)
+    _refused(proc, f"error: {knob}: a folder name of 300 bytes")

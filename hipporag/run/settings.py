@@ -85,13 +85,13 @@ def load_settings(cfg: Mapping) -> Settings:
     )
 
 
-def compose(*overrides: str):
+def compose(*overrides: str, hydra: bool = False):
     """The config `python run.py OVERRIDES...` would run, composed from conf/ without running it (for
-    scripts, benchmarks and tests; not inside a running Hydra app)."""
-    return next(compose_each([list(overrides)]))
+    scripts, benchmarks and tests; not inside a running Hydra app); with `hydra`, its `hydra` node too."""
+    return next(compose_each([list(overrides)], hydra=hydra))
 
 
-def compose_each(override_lists):
+def compose_each(override_lists, hydra: bool = False):
     """`compose` for many override lists under one Hydra initialisation (a generator: the error of a bad
     list surfaces when its turn comes)."""
     from hydra import compose as hydra_compose
@@ -101,4 +101,4 @@ def compose_each(override_lists):
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         for overrides in override_lists:
-            yield hydra_compose("config", overrides=list(overrides))
+            yield hydra_compose("config", overrides=list(overrides), return_hydra_config=hydra)

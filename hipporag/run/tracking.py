@@ -7,6 +7,7 @@ name looks like a credential are dropped before logging.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import netrc
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hipporag.cache.files import atomic_write_bytes, atomic_write_text
 from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, text
 from hipporag.eval.paired import pair_records
@@ -42,14 +44,18 @@ def scrub_secrets(flat: dict) -> dict:
 
 
 def write_run_files(run_dir: Path, metrics: dict, records: list[dict], resolved_config: str) -> None:
+    """metrics.json last, and atomically: a run folder whose metrics.json says "ok" has every other file whole
+    (a failure while writing per_query.parquet leaves no metrics.json at all, never an "ok" beside nothing)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "resolved_config.yaml").write_text(resolved_config)
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=float))
+    atomic_write_text(run_dir / "resolved_config.yaml", resolved_config)
     frame = pd.DataFrame(records)
     for col in ("seeds", "facts", "candidate_facts"):
         if col in frame:
             frame[col] = frame[col].map(json.dumps)
-    frame.to_parquet(run_dir / "per_query.parquet", index=False)
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    atomic_write_bytes(run_dir / "per_query.parquet", buffer.getvalue())
+    atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2, default=float))
 
 
 def _numeric(v) -> bool:
