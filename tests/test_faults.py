@@ -677,3 +677,79 @@ def test_a_folder_name_too_long_is_refused_before_anything_runs(tmp_path, mode):
     args = ["-m", "damping=0.3,0.5"] if mode == "sweep" else []
     proc = run_cli("run.py", *args, *SETTINGS, f"{knob}={long}", expect_rc=2)
     _refused(proc, f"error: {knob}: a folder name of 300 bytes")
+
+
+# ---- issue 22 items 7-8: rendering and odd text
+def _odd_demo(tmp: Path) -> tuple[Path, Path]:
+    """The demo with a `<script>` in every question, a question longer than MiniLM's 256 tokens, and a corpus
+    with a duplicate, an empty title, a blank passage and a 2 MB passage (over spaCy's 1,000,000 characters)."""
+    demo = ROOT / "hipporag" / "data" / "demo_data"
+    questions = json.loads((demo / "demo.json").read_text())
+    corpus = json.loads((demo / "demo_corpus.json").read_text())
+    for q in questions:
+        q["question"] += " <script>alert(1)</script>"
+    questions.append({**questions[0], "id": "long", "question": "Tell me, " + "in many words, " * 150 + "who?"})
+    corpus += [
+        dict(corpus[0]),
+        {"title": "", "text": "An untitled note about the northern sea."},
+        {"title": "Blank", "text": " \n "},
+        {"title": "Huge", "text": "Filler words about nothing at all. " * 60_000},
+    ]
+    return _write(tmp, "questions.json", questions), _write(tmp, "corpus.json", corpus)
+
+
+def test_odd_text_is_counted_said_once_and_escaped_and_the_run_completes(tmp_path):
+    from hipporag.run.dashboard import write_offline
+
+    questions, corpus = _odd_demo(tmp_path)
+    overrides = [f"dataset.questions={questions}", f"dataset.corpus={corpus}", f"cache_dir={tmp_path / 'cache'}"]
+    proc = run_cli(
+        "run.py", "tracker=none", "read=false", "dataset=files", *overrides, f"hydra.run.dir={tmp_path / 'run'}"
+    )
+    checks = metrics(tmp_path / "run")["dataset_checks"]
+    assert [checks[k]["count"] for k in ("duplicate_passages", "empty_titles", "blank_passages")] == [1, 1, 1]
+    truncated = checks["embedder_truncated"]["by_text"]
+    assert truncated["queries (query_to_passage)"]["truncated"] == 1 and truncated["passages"]["truncated"] == 1
+    for needle in ("repeat an earlier", "empty title", "blank (empty", "than spaCy's", "queries (query_to_passage)"):
+        assert len(warnings_naming(proc, needle)) == 1, needle  # logged once
+    for line in ("1 of 49 passages repeat an earlier one", "1 of 49 passages have an empty title", "2 texts embedded"):
+        assert any(s.startswith("warning: ") and line in s for s in proc.stdout.splitlines()), line
+    openie = metrics(tmp_path / "run")["openie"]
+    assert openie["errors"] == 1 and "oversized: 2,100,000 characters" in openie["error_examples"][0]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    write_offline(tmp_path / "run")  # what `python -m hipporag.dashboard RUN_DIR` writes
+    cases = (tmp_path / "run" / "comparison.md").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in cases and "<script" not in cases
+
+
+def test_a_lone_surrogate_in_a_question_file_exits_2_in_one_line(tmp_path):
+    questions = _write(tmp_path, "questions.json", [{"id": "r1", "question": "Who\udfff?", "answer": "x"}])
+    corpus = _write(tmp_path, "corpus.json", CORPUS)
+    proc = run(
+        tmp_path,
+        tmp_path / "cache",
+        "run",
+        "dataset=files",
+        f"dataset.questions={questions}",
+        f"dataset.corpus={corpus}",
+        expect_rc=2,
+    )
+    _refused(proc, f"{questions}: record 0 (id 'r1'): 'question' holds a character UTF-8 cannot encode")
+
+
+def test_a_requeued_submitit_job_resumes_from_the_cache_and_finishes(reference, tmp_path):
+    """submitit's "time is up" signal (USR2) once, after the first ranking is cached: the job checkpoints, is
+    requeued (submitit's max_num_timeout), and the second attempt loads the graph and ranking and finishes."""
+    _, _, expected, _ = reference
+    sweep = tmp_path / "sweep"
+    env = {
+        "HIPPORAG_FAILPOINT": "rankings.saved:1",
+        "HIPPORAG_FAILPOINT_SIGNAL": "USR2",
+        "HIPPORAG_FAILPOINT_ONCE": str(tmp_path / "signalled"),
+    }
+    args = ("run.py", "-m", "hydra/launcher=submitit_local", *SETTINGS, "damping=0.5")
+    run_cli(*args, f"cache_dir={tmp_path / 'cache'}", f"hydra.sweep.dir={sweep}", env=env)
+    log = (sweep / "0" / "run.log").read_text()
+    assert (tmp_path / "signalled").exists() and "Requeued job" in log
+    assert "Rankings (hipporag2): loaded from cache" in log.split("Requeued job", 1)[1]
+    assert numbers(sweep / "0") == expected and metrics(sweep / "0")["status"] == "ok"

@@ -4,6 +4,12 @@ A build writes into a temporary sibling, `checksums.json` last, then renames it 
 build leaves only a stale temporary, removed by the next builder. A folder is read only after every file
 matches its checksum; a damaged one is reported in one line, removed under the lock and built again. A
 manifest naming another producer is not damage but `CacheMismatchError`.
+
+On a file system several hosts share (`cache.fs`), a lock may hold only among one host's processes, so
+nothing relies on it there: a temporary is named after its builder (`<host>-<pid>`) and removed only once
+that process is gone (this host) or after a day (another host's), and a build that finds the folder
+published by another host meanwhile keeps that one. Two hosts may then build the same folder twice; they
+never break each other's build.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from hipporag.cache.files import atomic_write_json, make_temp_dir, read_json
+from hipporag.cache.fs import SHARED, STALE_AFTER_S, cache_mode, owner_is_gone, owner_tag
 from hipporag.cache.keys import file_digest
 from hipporag.core.errors import CacheMismatchError
 
@@ -43,15 +50,28 @@ def _lock(final_dir: Path, timeout: float) -> FileLock:
 
 
 def _remove_stale_temps(final_dir: Path) -> None:
-    """Temp folders of builds that were killed. Only ever made under the lock we hold: none is live."""
-    pattern = re.compile(rf"\.{re.escape(final_dir.name)}\.[^.]+\.tmp")
+    """Temp folders of builds that were killed. Only ever made under the lock we hold: none is live (on a
+    shared file system, where the lock may not reach other hosts: only those whose builder is gone)."""
+    pattern = re.compile(rf"\.{re.escape(final_dir.name)}\.([^.]+)\.tmp")
+    trust_lock = cache_mode(final_dir.parent) != SHARED
     for p in final_dir.parent.iterdir():
-        if pattern.fullmatch(p.name):
+        m = pattern.fullmatch(p.name)
+        if m and (trust_lock or _abandoned(p, m[1])):
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p, ignore_errors=True)
             else:
                 p.unlink(missing_ok=True)
             log.info("%s: removed %s, left by an interrupted build", final_dir, p.name)
+
+
+def _abandoned(temp: Path, middle: str) -> bool:
+    """Its builder (`<host>-<pid>-<random>`) no longer runs on this host, or it is older than a day."""
+    if owner_is_gone(middle.rpartition("-")[0]):
+        return True
+    try:
+        return time.time() - temp.stat().st_mtime > STALE_AFTER_S
+    except FileNotFoundError:
+        return False
 
 
 def write_checksums(folder: Path) -> None:
@@ -77,11 +97,16 @@ def building(final_dir: Path, timeout: float = 3600.0):
             yield None
             return
         _remove_stale_temps(final_dir)
-        tmp = make_temp_dir(final_dir.parent, prefix=f".{final_dir.name}.")
+        tmp = make_temp_dir(final_dir.parent, prefix=f".{final_dir.name}.{owner_tag()}-")
         try:
             yield tmp
             write_checksums(tmp)
-            os.replace(tmp, final_dir)
+            try:
+                os.replace(tmp, final_dir)
+            except OSError:
+                if not final_dir.exists():
+                    raise
+                log.info("%s: published by another host meanwhile; that build is kept, this one discarded", final_dir)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -4,6 +4,12 @@ SQLite gives atomic, concurrent-safe, incremental writes: an interrupted extract
 committed and restarts where it stopped. The file's manifest names its producer; opening it for another
 is `CacheMismatchError`, never a silent mix of two models' outputs. Every entry carries a checksum: a
 damaged entry is dropped and recomputed, a damaged file is moved aside and replaced by a fresh store.
+
+WAL mode needs every process of a file on one host. On a file system several hosts share (`cache.fs`,
+`cache_mode`), a store is written as segments instead (`cache.segments`, in `<store>.d/`), one per
+process, and its SQLite file, if any, is only read, as immutable, beneath them. A store that has
+segments stays one whatever the mode (one order of its writes), so a cache moves between a local disk
+and a shared one without losing anything.
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ from pathlib import Path
 from filelock import FileLock
 
 from hipporag.cache.files import current_umask, move_aside
+from hipporag.cache.frozen import FrozenStore
+from hipporag.cache.fs import SHARED, cache_mode
 from hipporag.cache.keys import value_checksum
+from hipporag.cache.segments import SegmentStore
 from hipporag.core.errors import CacheMismatchError
 
 log = logging.getLogger(__name__)
@@ -49,7 +58,8 @@ class KeyValueStore:
 
     Opened lazily, at the first get/put/len: a store a run never uses is never read, so its damage
     cannot stop that run. A damaged entry is dropped and reported missing (the caller recomputes it);
-    a damaged file is moved aside and replaced by a fresh store.
+    a damaged file is moved aside and replaced by a fresh store. In shared mode (decided at the first use,
+    `cache.fs.cache_mode`) entries go to this process's segment and the SQLite file is only read.
     """
 
     def __init__(self, path: Path, identity: dict):
@@ -59,6 +69,25 @@ class KeyValueStore:
         self._generation = 0  # bumped when the file is set aside: other threads' connections reopen
         self._ready = False  # schema, migration, identity and integrity checked for the current file
         self._inode: int | None = None
+        self._mode: str | None = None  # local | shared
+        self._segments: SegmentStore | None = None
+        self._frozen = FrozenStore(self.path, identity)  # shared mode: the SQLite file, beneath the segments
+
+    # -- which mode, and the segments
+    def _shared(self) -> bool:
+        """Segments in shared mode, and for a store that has them (written in shared mode, then moved to a
+        local disk, or by another host): its newest entries are there, whatever this process's mode."""
+        if self._mode is None:
+            self._mode = cache_mode(self.path.parent)
+        if self._mode != SHARED and self.path.with_name(self.path.name + ".d").is_dir():
+            self._mode = SHARED
+            log.debug("%s: has segments (written in shared mode); read and written as segments", self.path)
+        return self._mode == SHARED
+
+    def _segment_store(self) -> SegmentStore:
+        if self._segments is None:
+            self._segments = SegmentStore(self.path.with_name(self.path.name + ".d"), self.identity)
+        return self._segments
 
     # -- opening
     def _conn(self) -> sqlite3.Connection:
@@ -196,7 +225,13 @@ class KeyValueStore:
     def get_many(self, keys: Iterable[str]) -> dict[str, bytes]:
         """The entries found for `keys`; damaged ones are dropped (reported once) and left out."""
         keys = list(dict.fromkeys(keys))
+        if self._shared():
+            found = self._segment_store().get_many(keys)
+            rest = [k for k in keys if k not in found]
+            return {**found, **self._frozen.get_many(rest)} if rest else found
+        return self._sqlite_get(keys)
 
+    def _sqlite_get(self, keys: list[str]) -> dict[str, bytes]:
         def op(conn):
             found: dict[str, bytes] = {}
             damaged: list[tuple[int, bytes | None]] = []
@@ -232,6 +267,10 @@ class KeyValueStore:
     def put_many(self, items: dict[str, bytes]) -> None:
         if not items:
             return
+        if self._shared():
+            self._frozen.check()  # a file of another producer is refused, as in local mode
+            self._segment_store().put_many(items)
+            return
         rows = [(k, v, value_checksum(k, v)) for k, v in items.items()]
 
         def op(conn):
@@ -246,14 +285,22 @@ class KeyValueStore:
 
     def keys(self) -> list[str]:
         """Every key, in insertion order (values are not verified here; get_many does that)."""
+        if self._shared():
+            return list(dict.fromkeys(self._frozen.keys() + self._segment_store().keys()))
         rows = self._run(lambda conn: conn.execute("SELECT CAST(key AS BLOB) FROM kv ORDER BY rowid").fetchall())
         return [k.decode("utf-8", "replace") for (k,) in rows if k is not None]
 
     def __len__(self) -> int:
+        if self._shared():
+            return len(self.keys())
         return self._run(lambda conn: conn.execute("SELECT COUNT(*) FROM kv").fetchone()[0])
 
     def close(self) -> None:
+        """Close this thread's connection; in shared mode, seal this process's segment."""
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+        self._frozen.close()
+        if self._segments is not None:
+            self._segments.close()

@@ -3,8 +3,11 @@
 `HIPPORAG_FAILPOINT=openie.committed:2` sends SIGKILL to this process the 2nd time it reaches
 `hit("openie.committed")` — a real kill -9 at a known moment, which no signal sent from outside can
 time as precisely. With `HIPPORAG_FAILPOINT_AFTER=FILE` the process first waits (up to 10 minutes) for
-FILE to exist, so that a test can line up another process before the kill. Unset (always, outside
-tests/test_faults.py) a failpoint is one dictionary lookup.
+FILE to exist, so that a test can line up another process before the kill. `HIPPORAG_FAILPOINT_SIGNAL=USR2`
+sends that signal instead of SIGKILL (submitit's "time is up, requeue me"; TERM: Slurm's preemption), and
+`HIPPORAG_FAILPOINT_ONCE=FILE` fires only while FILE does not exist, creating it first: a requeued job that
+reaches the point again runs on. Unset (always, outside tests/test_faults.py) a failpoint is one dictionary
+lookup.
 Points: openie.committed, embed.committed, graph.written, rankings.saved, job.start, and llm.committed
 (counted per LLM answer committed by the concurrent path: `llm.committed:100` kills after the 100th).
 """
@@ -32,4 +35,10 @@ def hit(name: str, count: int = 1) -> None:
         deadline = time.monotonic() + 600
         while after and not Path(after).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGKILL)
+        once = os.environ.get("HIPPORAG_FAILPOINT_ONCE")
+        if once:
+            if Path(once).exists():
+                return
+            Path(once).touch()
+        sig = os.environ.get("HIPPORAG_FAILPOINT_SIGNAL", "KILL")
+        os.kill(os.getpid(), getattr(signal, f"SIG{sig}"))

@@ -34,6 +34,7 @@ class Knobs:
     baseline: str | None = knob(RUN, text(optional=True))  # a method name: checked against the registry
     read: bool = knob(RUN, boolean())
     cache_dir: str = knob(RUN, text())
+    cache_mode: str = knob(RUN, choice("auto", "local", "shared"))  # how stores are written (cache.fs)
     # -- retrieval (official defaults in conf/config.yaml)
     damping: float = knob(QUERY, number(0, 1, hi_open=True))
     passage_node_weight: float = knob(QUERY, number(0))

@@ -41,6 +41,8 @@ class Dataset:
     queries: list[Query]
     corpus: list[Passage]
     gold_missing: dict = field(default_factory=dict)  # gold passages absent from the corpus (`check_gold`)
+    # duplicate passages, empty titles, blank passages: {name: {count, of, example, message}} (`text_checks`)
+    text_checks: dict = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # the files it was read from (their digests go in the run record)
 
     def passage_texts(self) -> list[str]:

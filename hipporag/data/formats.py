@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hipporag.core.errors import DatasetError
 from hipporag.data.dataset import Dataset, Passage, Query
+from hipporag.data.text_checks import corpus_checks, refuse_unencodable
 
 
 def _read_json(path: Path) -> object:
@@ -127,6 +128,9 @@ def parse_questions(records: object, path: Path, dataset_name: str = "") -> list
                 f"{path}: {label}: malformed gold passages for layout {detect_format(record)!r} ({e!r})"
             ) from e
         qid = str(record.get("id", record.get("_id", i)))
+        refuse_unencodable(
+            {"id": qid, "question": question, "answer": answers, "gold passage": gold or []}, path, label
+        )
         queries.append(
             Query(
                 id=qid,
@@ -149,7 +153,9 @@ def parse_corpus(records: object, path: Path) -> list[Passage]:
     for i, record in enumerate(records):
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             raise DatasetError(f"{path}: {_record_label(record, i)}: expected an object with a string 'text'")
-        corpus.append(Passage(title=str(record.get("title", "")), text=record["text"]))
+        passage = Passage(title=str(record.get("title", "")), text=record["text"])
+        refuse_unencodable({"title": passage.title, "text": passage.text}, path, _record_label(record, i))
+        corpus.append(passage)
     if not corpus:
         raise DatasetError(f"{path}: the corpus is empty")
     return corpus
@@ -164,5 +170,6 @@ def load_files(
     if limit is not None:
         queries = queries[:limit]
     dataset = Dataset(name=name, queries=queries, corpus=corpus, files=[str(questions_path), str(corpus_path)])
+    dataset.text_checks = corpus_checks([p.title for p in corpus], [p.text for p in corpus], corpus_path)
     dataset.check_gold(questions_path, strict_gold)
     return dataset

@@ -59,6 +59,7 @@ class SentenceTransformerEmbedder:
         self.fp16_on_gpu = fp16_on_gpu
         self.max_seq_length = max_seq_length
         self._model = None
+        self.truncated: dict[str, dict] = {}  # per kind of text: how many the model cut (`note_truncation`)
         self.identity = {
             "name": "sentence-transformers",
             "model": model,
@@ -106,6 +107,39 @@ class SentenceTransformerEmbedder:
             if self.max_seq_length:
                 self._model.max_seq_length = self.max_seq_length
         return self._model
+
+    def note_truncation(self, what: str, texts: list[str], prefix: str = "") -> None:
+        """Count the texts longer than the model's token limit (it embeds only their beginning), per kind of
+        text; the first time a kind has one, say so. Measured on texts encoded in this run only (cached
+        vectors need no model), with the model's own tokenizer, once it is loaded."""
+        model = self._model
+        limit = getattr(model, "max_seq_length", None)
+        tokenizer = getattr(model, "tokenizer", None)
+        if not texts or not limit or tokenizer is None:
+            return
+        try:
+            ids = tokenizer([prefix + t for t in texts], add_special_tokens=True, truncation=False, verbose=False)
+            lengths = [len(x) for x in ids["input_ids"]]
+        except Exception as e:  # noqa: BLE001 - a model without a plain tokenizer: nothing to count, say why once
+            log.debug("Embedder %s: truncation not measured (%s)", self.model_name, e)
+            return
+        long = [i for i, n in enumerate(lengths) if n > limit]
+        into = self.truncated.setdefault(what, {"truncated": 0, "embedded": 0, "max_tokens": int(limit)})
+        into["embedded"] += len(texts)
+        if not long:
+            return
+        first = into["truncated"] == 0
+        into["truncated"] += len(long)
+        into.setdefault("example", f"{lengths[long[0]]} tokens: {' '.join(texts[long[0]].split())[:80]!r}")
+        if first:
+            log.warning(
+                "Embedder %s: %s longer than its limit of %d tokens are cut to it (e.g. %s); "
+                "counted in metrics.json dataset_checks.embedder_truncated",
+                self.model_name,
+                what,
+                limit,
+                into["example"],
+            )
 
     def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
         model = self._load()
@@ -169,6 +203,27 @@ class OpenAIEmbedder:
             vecs.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         out = np.asarray(vecs, dtype=np.float32)
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+
+
+def truncation_check(embedder) -> dict:
+    """metrics.json `dataset_checks.embedder_truncated`: the texts embedded in this run that were longer than
+    the embedder's token limit, per kind of text (queries per linking mode, passages, ...). `count` is None
+    when nothing could be measured (an endpoint embedder, or every vector came from the cache)."""
+    kinds = getattr(embedder, "truncated", None) or {}
+    if not kinds:
+        return {"count": None, "by_text": {}, "message": "not measured: no text was embedded by a local model"}
+    count = sum(k["truncated"] for k in kinds.values())
+    limit = next(iter(kinds.values()))["max_tokens"]
+    cut = [f"{what}: {k['truncated']} of {k['embedded']}" for what, k in kinds.items() if k["truncated"]]
+    example = next((k["example"] for k in kinds.values() if k.get("example")), None)
+    return {
+        "count": count,
+        "max_tokens": limit,
+        "by_text": kinds,
+        "example": example,
+        "message": f"{count} texts embedded in this run were longer than the embedder's {limit} tokens and were "
+        f"cut to them ({'; '.join(cut)})",
+    }
 
 
 EMBEDDERS = Registry("embedder", group="embedder", selector="backend")
@@ -263,6 +318,8 @@ class EmbeddingCache:
                 for start in range(0, len(missing), chunk):
                     part = missing[start : start + chunk]
                     vecs = self.embedder.encode([by_key[k] for k in part], prefix=prefix)
+                    if hasattr(self.embedder, "note_truncation"):
+                        self.embedder.note_truncation(what, [by_key[k] for k in part], prefix)
                     new = {k: v.tobytes() for k, v in zip(part, vecs)}
                     store.put_many(new)
                     failpoints.hit("embed.committed")

@@ -9,6 +9,18 @@ import json
 from dataclasses import dataclass
 
 
+def encodable(text: str) -> str:
+    """`text` as UTF-8 can store it: a surrogate pair held as two code points joined into its character, a lone
+    surrogate (a JSON `\\udfff` escape in a server's answer) replaced by U+FFFD, so that the response cache,
+    metrics.json and per_query.parquet store the answer instead of raising UnicodeEncodeError. Valid text is
+    returned as it is (one encode to check)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 @dataclass
 class Generation:
     text: str
@@ -18,6 +30,11 @@ class Generation:
     error: str | None = None  # set when the backend gave up on this request; never cached
     seconds: float = 0.0  # wall time of the request, retries included (for a cached answer: when it was asked)
     attempts: int = 1  # requests sent for this answer (1 + retries)
+
+    def __post_init__(self):  # every backend's answer, and every cached one, passes here
+        self.text = encodable(self.text)
+        if self.error is not None:
+            self.error = encodable(self.error)
 
     def record(self) -> bytes:
         """What the response cache keeps of it: the answer and what it cost."""

@@ -92,6 +92,22 @@ class TransformersChatLLM:
         """The model loads (a missing model file stops the run here, before any generation)."""
         self._load()
 
+    @staticmethod
+    def _too_long(tok, model, prompt: str, max_new_tokens: int) -> Generation | None:
+        """A prompt that does not fit the model's context fails alone (an error on its answer, counted like a
+        failed request), instead of taking the whole batch down or filling the memory: a passage of megabytes."""
+        context = getattr(model.config, "max_position_embeddings", None)
+        if not context:
+            return None
+        n = len(tok(prompt, add_special_tokens=False, verbose=False)["input_ids"])
+        if n + max_new_tokens <= context:
+            return None
+        return Generation(
+            text="",
+            input_tokens=n,
+            error=f"prompt of {n:,} tokens + {max_new_tokens} new does not fit the model's context of {context:,}",
+        )
+
     def generate(
         self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0, desc: str = "LLM"
     ) -> list[Generation]:
@@ -99,9 +115,10 @@ class TransformersChatLLM:
 
         tok, model = self._load()
         prompts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths pad less
-        out: list[Generation | None] = [None] * len(prompts)
-        with tqdm(total=len(prompts), desc=desc, unit="prompt") as bar:
+        out: list[Generation | None] = [self._too_long(tok, model, p, max_new_tokens) for p in prompts]
+        fits = [i for i, g in enumerate(out) if g is None]
+        order = sorted(fits, key=lambda i: len(prompts[i]))  # similar lengths pad less
+        with tqdm(total=len(order), desc=desc, unit="prompt") as bar:
             for start in range(0, len(order), self.batch_size):
                 batch = order[start : start + self.batch_size]
                 enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True).to(self.device)

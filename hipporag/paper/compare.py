@@ -39,6 +39,7 @@ from hipporag.paper.numbers import (
 )
 from hipporag.retrieval.methods import METHODS
 from hipporag.run.blocks import upsert_block
+from hipporag.run.markdown import md_cell
 from hipporag.run.sweep_folders import job_overrides
 from hipporag.run.sweep_report import collect
 
@@ -339,7 +340,7 @@ def compare(
             dataset, note = paper_dataset(row.dataset)
         paper_name, by_metric = match_paper_row(row, table, paper_rows, dataset) if dataset else (None, {})
         ds_cell = f"{row.dataset} → {DATASET_LABELS[dataset]}" if dataset else row.dataset
-        cells = [row.job, row.label, ds_cell, paper_name or "—"]
+        cells = [md_cell(row.job), md_cell(row.label), md_cell(ds_cell), md_cell(paper_name or "—")]
         for m in metrics:
             ours, theirs = row.metrics.get(m), by_metric.get(m, {}).get("value")
             delta = "—" if ours is None or theirs is None else f"{100 * ours - theirs:+.2f}"

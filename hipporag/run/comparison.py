@@ -16,6 +16,7 @@ import pandas as pd
 
 from hipporag.core.errors import UserError
 from hipporag.eval.paired import pair_records
+from hipporag.run.markdown import md_text
 from hipporag.run.sweep_folders import job_overrides, swept_knobs
 from hipporag.run.tracking import uniform_keys
 
@@ -189,20 +190,19 @@ def _pct(v) -> str:
 
 
 def _side_md(name: str, side: dict) -> list[str]:
-    lines = [f"- {name} top 5 (★ gold):"]
-    lines += [
-        f"  {i}. {'★ ' if gold else ''}{' '.join(str(t).split())[:160]}" for i, (t, gold) in enumerate(side["top5"], 1)
-    ]
+    """What one side retrieved; every text from the dataset or the index through `md_text`."""
+    lines = [f"- {md_text(name)} top 5 (★ gold):"]
+    lines += [f"  {i}. {'★ ' if gold else ''}{md_text(t, 160)}" for i, (t, gold) in enumerate(side["top5"], 1)]
     if side["seeds"]:
-        lines.append("  seeds: " + ", ".join(seed_text(s) for s in side["seeds"][:8]))
+        lines.append("  seeds: " + ", ".join(md_text(seed_text(s)) for s in side["seeds"][:8]))
     if side["facts"]:
-        lines.append("  kept facts: " + "; ".join(" | ".join(map(str, f)) for f in side["facts"][:8]))
+        lines.append("  kept facts: " + "; ".join(md_text(" | ".join(map(str, f))) for f in side["facts"][:8]))
     return lines
 
 
 def to_markdown(c: Comparison) -> str:
     """comparison.md: per job, every query won and lost against the baseline, with what each side retrieved."""
-    lines = [f"# Per-query comparison: {c.folder.name}", ""]
+    lines = [f"# Per-query comparison: {md_text(c.folder.name)}", ""]
     lines.append(
         "Who wins a query: the higher recall@5, then the higher recall@2, then the higher F1 when answers were read."
     )
@@ -212,7 +212,8 @@ def to_markdown(c: Comparison) -> str:
         counts = outcome_counts(j)
         lines += [
             "",
-            f"## {j.label} vs {j.baseline}: {counts['main']} won, {counts['baseline']} lost, {counts['tie']} tied",
+            f"## {md_text(j.label)} vs {md_text(j.baseline)}: {counts['main']} won, {counts['baseline']} lost, "
+            f"{counts['tie']} tied",
         ]
         for outcome, title in (("main", "Won"), ("baseline", "Lost")):
             found = cases(j, outcome)
@@ -224,8 +225,9 @@ def to_markdown(c: Comparison) -> str:
                     scores += f", F1 {_pct(m['f1'])} vs {_pct(b['f1'])}"
                 lines += [
                     "",
-                    f"**{q.question}** ({q.query_id}; {scores}); gold answers: {', '.join(map(str, q.gold_answers))}",
+                    f"**{md_text(q.question)}** ({md_text(q.query_id)}; {scores}); gold answers: "
+                    + md_text(", ".join(map(str, q.gold_answers))),
                 ]
-                lines += [f"- gold: {' '.join(str(g).split())[:160]}" for g in q.gold_passages]
+                lines += [f"- gold: {md_text(g, 160)}" for g in q.gold_passages]
                 lines += _side_md(j.main, m) + _side_md(j.baseline, b)
     return "\n".join(lines) + "\n"

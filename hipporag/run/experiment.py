@@ -12,6 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from hipporag.cache.fs import set_cache_mode
 from hipporag.core import failpoints
 from hipporag.core.registry import Configured
 from hipporag.data.sources import load_dataset
@@ -19,7 +20,7 @@ from hipporag.eval import metrics as M
 from hipporag.eval.scoring import score_method
 from hipporag.eval.uncertainty import add_uncertainty
 from hipporag.index.build import build_index
-from hipporag.index.embed import EmbeddingCache, build_embedder
+from hipporag.index.embed import EmbeddingCache, build_embedder, truncation_check
 from hipporag.index.openie import build_extractor
 from hipporag.llm.backends import build_llm
 from hipporag.llm.reader import read, reader_contexts
@@ -111,6 +112,7 @@ def run_experiment(
     knobs = settings.knobs
     timings: dict[str, float] = {}
     cache_dir = Path(knobs.cache_dir).expanduser()
+    set_cache_mode(knobs.cache_mode)  # every store opened from here on follows it (cache.fs)
 
     t0 = time.perf_counter()
     dataset = load_dataset(settings.dataset)
@@ -197,7 +199,11 @@ def run_experiment(
         "max_llm_error_rate": knobs.max_llm_error_rate,
         "unusable_answers": unusable,
         "max_unusable_rate": knobs.max_unusable_rate,
-        "dataset_checks": {"gold_missing": dataset.gold_missing},
+        "dataset_checks": {
+            "gold_missing": dataset.gold_missing,
+            **dataset.text_checks,
+            "embedder_truncated": truncation_check(embedder),
+        },
         "adjusted": adjusted,
         "dataset": dataset.name,
         "n_queries": len(queries),

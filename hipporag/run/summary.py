@@ -138,6 +138,10 @@ def status_lines(metrics: dict) -> list[str]:
         lines.append(
             f"warning: {gold['passages']} of {gold['of']} gold passages are not in the corpus; they count as misses"
         )
+    for check in metrics.get("dataset_checks", {}).values():  # duplicates, empty titles, blank, truncated texts
+        if isinstance(check, dict) and check.get("count") and check.get("message"):
+            example = f", e.g. {check['example']}" if check.get("example") else ""
+            lines.append(f"warning: {check['message']}{example}")
     for note in metrics.get("adjusted", []):
         lines.append(f"warning: {note}")
     return lines

@@ -18,6 +18,7 @@ import pandas as pd
 
 from hipporag.cache.files import atomic_write_text
 from hipporag.core.errors import EXIT_DEGRADED
+from hipporag.run.markdown import md_cell, md_row, md_text
 from hipporag.run.sweep_folders import job_overrides, swept_knobs
 
 log = logging.getLogger(__name__)
@@ -74,20 +75,20 @@ def to_markdown(frame: pd.DataFrame, swept: list[str]) -> str:
     base = frame[frame.is_baseline]
     metrics = [k for k in HEADLINE if frame[k].notna().any()]
     header = ["job", "method", *swept] + [f"{k} [95% CI]" for k in metrics] + [f"Δ{k} (p)" for k in metrics]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [md_row(md_cell(h) for h in header), "|" + "---|" * len(header)]
     for _, r in jobs.iterrows():
-        cells = [r.job, r.method, *[str(r[k]) for k in swept]]
+        cells = [md_cell(r.job), md_cell(r.method), *[md_cell(r[k]) for k in swept]]
         cells += [_fmt(r[k], r[f"{k}_lo"], r[f"{k}_hi"]) for k in metrics]
         cells += [
             "-" if pd.isna(r[f"{k}_delta"]) else f"{100 * r[f'{k}_delta']:+.2f} ({r[f'{k}_p']:.3f})" for k in metrics
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     if len(base):
         b = base.iloc[0]
         same = all(base[k].nunique(dropna=False) <= 1 for k in metrics)
-        cells = ["baseline" if same else "baseline (job 0)", b.method, *["" for _ in swept]]
+        cells = ["baseline" if same else "baseline (job 0)", md_cell(b.method), *["" for _ in swept]]
         cells += [_fmt(b[k], b[f"{k}_lo"], b[f"{k}_hi"]) for k in metrics] + ["" for _ in metrics]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(md_row(cells))
     return "\n".join(lines)
 
 
@@ -157,9 +158,9 @@ def write_collected(sweep_dir: Path, frame: pd.DataFrame, swept: list[str], part
             "not what their configuration claims (see each job's metrics.json)"
         )
     text = (
-        f"# Sweep {sweep_dir.name}\n\n"
+        f"# Sweep {md_text(sweep_dir.name)}\n\n"
         + "".join(n + "\n\n" for n in notes)
-        + f"swept: {', '.join(swept) or '(nothing)'}\n\n"
+        + f"swept: {md_text(', '.join(swept)) or '(nothing)'}\n\n"
         + to_markdown(frame, swept)
     )
     atomic_write_text(sweep_dir / "report.md", text + "\n")  # parallel jobs may rewrite it at once

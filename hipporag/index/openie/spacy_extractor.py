@@ -39,11 +39,14 @@ offline stand-in for LLM OpenIE, not a match for it (reproduce/EXTRACTORS.md).
 
 from __future__ import annotations
 
+import logging
 import re
 
 from hipporag.core.errors import MissingDependencyError
 from hipporag.core.textnorm import normalize_phrase
 from hipporag.index.openie.extraction import Extraction
+
+log = logging.getLogger(__name__)
 
 EXTRACTOR_VERSION = 3  # bump when the rules change: it is part of the cache identity
 
@@ -91,14 +94,35 @@ class SpacyExtractor:
             title, sep, text = p.partition("\n")
             titles.append(title.strip() if sep else "")
             texts.append(text if sep else p)
-        out = []
-        n_process = self.n_process if len(texts) >= POOL_MIN_PASSAGES else 1
-        for title, doc in zip(titles, self.nlp.pipe(texts, batch_size=PIPE_BATCH, n_process=n_process)):
+        # spaCy refuses a text over nlp.max_length characters (E088) for the whole pipe; such a passage is
+        # refused alone (it would need ~1 GB of memory per 100,000 characters): no entities, an error that
+        # run_openie counts (metrics.json openie.errors, openie.error_examples), the passage still indexed
+        out: list[Extraction | None] = [self._oversized(t) for t in texts]
+        fits = [i for i, e in enumerate(out) if e is None]
+        n_process = self.n_process if len(fits) >= POOL_MIN_PASSAGES else 1
+        docs = self.nlp.pipe([texts[i] for i in fits], batch_size=PIPE_BATCH, n_process=n_process)
+        for i, doc in zip(fits, docs):
             try:
-                out.append(extract_doc(doc, title))
+                out[i] = extract_doc(doc, titles[i])
             except Exception as e:  # one odd passage must not abort the batch: record it
-                out.append(Extraction(entities=[], triples=[], error=f"{type(e).__name__}: {e}"))
-        return out
+                out[i] = Extraction(entities=[], triples=[], error=f"{type(e).__name__}: {e}")
+        return out  # type: ignore[return-value]
+
+    def _oversized(self, text: str) -> Extraction | None:
+        limit = self.nlp.max_length
+        if len(text) <= limit:
+            return None
+        log.warning(
+            "spaCy OpenIE: a passage of %s characters is longer than spaCy's max_length (%s): not extracted, "
+            "indexed without entities (counted in metrics.json openie.errors)",
+            f"{len(text):,}",
+            f"{limit:,}",
+        )
+        return Extraction(
+            entities=[],
+            triples=[],
+            error=f"oversized: {len(text):,} characters, over spaCy's max_length of {limit:,}: not extracted",
+        )
 
 
 SPACED_HYPHEN = re.compile(r"(\w) - (\w)")
