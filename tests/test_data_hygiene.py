@@ -192,6 +192,7 @@ def test_a_surrogate_in_an_answer_is_replaced_and_per_query_parquet_is_written(t
 
 
 # ---------------------------------------------------------------------------------------- oversized
+@pytest.mark.slow  # loads a model
 def test_a_passage_over_spacys_max_length_is_refused_alone(caplog):
     from hipporag.index.openie.spacy_extractor import SpacyExtractor
 
@@ -207,6 +208,7 @@ def test_a_passage_over_spacys_max_length_is_refused_alone(caplog):
 
 
 # ---------------------------------------------------------------------------------- embedder truncation
+@pytest.mark.slow  # loads a model
 def test_texts_longer_than_the_embedders_limit_are_counted_once_per_text(tmp_path, settings, caplog):
     from hipporag.index.embed import EmbeddingCache, build_embedder, truncation_check
 
