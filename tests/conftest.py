@@ -3,6 +3,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
+# the tests that need the shared-file-system mode force it themselves; the others look at SQLite files
+os.environ.pop("HIPPORAG_CACHE_MODE", None)
 
 import pytest  # noqa: E402
 
