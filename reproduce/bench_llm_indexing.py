@@ -64,11 +64,14 @@ except ImportError:  # the layout before the subpackages
     from hipporag.openie import build_extractor, run_openie
 args = json.loads(sys.argv[1])
 passages = json.loads(open(args["corpus"]).read())[: args["n"]]
-llm_cfg = OmegaConf.create({"backend": "openai", "model": "scripted", "revision": None, "identity": None,
-                            "base_url": args["base_url"], "api_key_env": "NO_KEY", "max_concurrency": args["concurrency"],
-                            "timeout": 120, "max_retries": 5, "transport": "auto", "max_new_tokens": 512,
-                            "temperature": 0.0, "price_per_mtok_in": None, "price_per_mtok_out": None})
-llm = build_llm(llm_cfg, args["cache"])
+llm_cfg = {"backend": "openai", "model": "scripted", "revision": None, "identity": None,
+           "base_url": args["base_url"], "api_key_env": "NO_KEY", "max_concurrency": args["concurrency"],
+           "timeout": 120, "max_retries": 5, "transport": "auto", "max_new_tokens": 512,
+           "temperature": 0.0, "price_per_mtok_in": None, "price_per_mtok_out": None}
+try:  # the response-size cap exists from issue 22 on; the code before it refuses the key
+    llm = build_llm(OmegaConf.create({**llm_cfg, "max_response_bytes": 4194304}), args["cache"])
+except ValueError:
+    llm = build_llm(OmegaConf.create(llm_cfg), args["cache"])
 extractor = build_extractor(OmegaConf.create({"name": "llm", "max_new_tokens": 512, "batch_size": 64}), llm)
 cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 t0, c0 = time.perf_counter(), cpu()

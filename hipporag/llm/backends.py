@@ -41,8 +41,9 @@ class OpenAIOptions(LLMOptions):
     base_url: str | None = option(text(optional=True))  # null: the OpenAI API
     api_key_env: str = option(text())  # the key is read from this variable, never the config
     max_concurrency: int = option(integer(1))  # requests in flight at once, all stages together
-    timeout: float = option(number(0, lo_open=True))  # seconds per request
-    max_retries: int = option(integer(0))  # retries of a transient failure, with backoff
+    timeout: float = option(number(0, lo_open=True))  # seconds per attempt, connect to last byte (a deadline)
+    max_retries: int = option(integer(0))  # retries of a transient failure, with backoff or the server's Retry-After
+    max_response_bytes: int = option(integer(1024))  # a longer answer is a failed request, never read whole
     transport: str = option(choice("auto", "http", "openai"))  # http: lean keep-alive; openai: the official client
 
 
@@ -96,6 +97,7 @@ def _openai(o: OpenAIOptions):
         max_concurrency=o.max_concurrency,
         timeout=o.timeout,
         max_retries=o.max_retries,
+        max_response_bytes=o.max_response_bytes,
         transport=o.transport,
         revision=o.revision,
         identity=o.identity,

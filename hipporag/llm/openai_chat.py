@@ -2,14 +2,23 @@
 
 The base URL is honoured as given; the API key comes from the environment only (`api_key_env`, default
 OPENAI_API_KEY; a local server without auth needs none). At most `max_concurrency` requests are in flight
-at once, whoever sends them (the OpenIE pipeline sends from many threads; `generate` from a pool), each
-with a timeout and retries with exponential backoff on transient errors (connection, timeout, 429, 5xx).
+at once, whoever sends them (the OpenIE pipeline sends from many threads; `generate` from a pool).
 A request that still fails returns a Generation with `error` set: counted, never cached, and the batch
 goes on.
 
+Time and retries. `timeout` is a deadline for each attempt as a whole (connect, send, every read), not a
+limit per read. A transient failure (connection, timeout, 429, 5xx, a body cut short, an error object in a
+2xx answer) is retried up to `max_retries` times, after an exponential backoff with jitter, or after at
+least the `Retry-After` of a 429/503 (seconds or HTTP date). A server asking for more than
+RETRY_AFTER_CAP seconds (a spent daily quota, say) gets no retry: the request fails at once, saying so.
+All attempts and waits of one request fit in its budget, (max_retries + 1) x timeout + WAIT_BUDGET
+seconds: a retry that could not have its full timeout within it is not sent. An answer over
+`max_response_bytes`, one without choices[0].message.content, or a non-JSON body is a failed request too.
+
 Transport: `http` is the standard library's keep-alive connections (`llm/http_transport.py`, about 0.4 ms
-of CPU per request); `openai` is the official client (3-5 ms per request, but it knows proxies); `auto`
-takes `http` unless a proxy variable applies to the base URL.
+of CPU per request); `openai` is the official client (`llm/openai_client.py`: 3-5 ms per request, but it
+knows proxies); `auto` takes `http` unless a proxy variable applies to the base URL. Both keep the same
+deadline, cap and failures.
 
 Identity (the key of the response and OpenIE caches) is what is served, not where: the backend protocol,
 the model name, `revision` and `identity` when set. The same model behind another port or node (every
@@ -35,14 +44,8 @@ from hipporag.llm.http_transport import HTTPError, JSONClient, proxy_applies
 log = logging.getLogger(__name__)
 
 OPENAI_API = "https://api.openai.com/v1"
-
-
-def _transient_openai(exc: BaseException) -> bool:
-    import openai
-
-    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError)):
-        return True
-    return isinstance(exc, openai.APIStatusError) and exc.status_code >= 500
+RETRY_AFTER_CAP = 60.0  # seconds: the longest Retry-After honoured; a server asking for more fails the request
+WAIT_BUDGET = 60.0  # seconds of waiting between attempts a request's budget allows beyond its attempts
 
 
 def backoff(attempt: int, cap: float = 30.0) -> float:
@@ -65,6 +68,7 @@ class OpenAIChatLLM:
         transport: str = "auto",
         revision: str | None = None,
         identity: str | None = None,
+        max_response_bytes: int = 4 * 2**20,
     ):
         key = api_key_from_env(api_key_env, base_url, "llm=openai")
         self.model = model
@@ -72,14 +76,15 @@ class OpenAIChatLLM:
         self.max_concurrency = max_concurrency
         self.max_retries = max_retries
         self.timeout = timeout
+        self.budget = (max_retries + 1) * timeout + WAIT_BUDGET  # all attempts and waits of one request
         url = base_url or OPENAI_API
         self.transport = ("openai" if proxy_applies(url) else "http") if transport == "auto" else transport
         if self.transport == "http":
-            self.http = JSONClient(url, key, timeout)
+            self.http = JSONClient(url, key, timeout, max_response_bytes)
         else:
-            import openai
+            from hipporag.llm.openai_client import OfficialClient
 
-            self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout, max_retries=0)
+            self.http = OfficialClient(base_url, key, timeout, max_response_bytes)
         self.slots = threading.BoundedSemaphore(max_concurrency)  # the one limit of requests in flight
         self.identity = {
             "backend": "openai",
@@ -98,90 +103,77 @@ class OpenAIChatLLM:
         except _Refused as e:
             raise LLMUnreachableError(f"{where} refused our credentials ({e})") from e
         except _NoModelList:
-            return  # a server without the model list: the first real request will tell
+            return  # a server without (a usable) model list: the first real request will tell
         except _Unreachable as e:
             raise LLMUnreachableError(f"{where} is unreachable ({e})") from e
         if served and self.model not in served:
             log.warning("%s: the server lists no such model (it serves %s)", where, ", ".join(served[:5]))
 
     def _models(self, timeout: float) -> list[str]:
-        if self.transport == "http":
-            try:
-                listing = self.http.request("GET", "/models", timeout=timeout)
-            except HTTPError as e:
-                if e.status in (401, 403):
-                    raise _Refused(str(e)) from e
-                if e.status == 404:
-                    raise _NoModelList() from e
-                raise _Unreachable(str(e)) from e
-            return [m.get("id") for m in listing.get("data", []) if isinstance(m, dict)]
-        import openai
-
-        client = self.client.with_options(timeout=timeout, max_retries=0)
         try:
-            return [m.id for m in client.models.list()]
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
-            raise _Refused(f"{type(e).__name__}: {e}") from e
-        except openai.NotFoundError as e:
-            raise _NoModelList() from e
-        except (openai.APIConnectionError, openai.APITimeoutError, openai.APIStatusError) as e:
-            raise _Unreachable(f"{type(e).__name__}: {e}") from e
+            listing = self.http.request("GET", "/models", deadline=time.monotonic() + timeout)
+        except HTTPError as e:
+            if e.status in (401, 403):
+                raise _Refused(str(e)) from e
+            if e.status == 404:
+                raise _NoModelList() from e
+            if e.status is not None and 200 <= e.status < 300:  # it answers, but not a list we can read
+                log.warning("LLM %r: the model list is unusable, not checked (%s)", self.model, e)
+                raise _NoModelList() from e
+            raise _Unreachable(str(e)) from e
+        data = listing.get("data")
+        return [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
 
     # -- one request
-    def _call_once(self, messages, max_new_tokens: int, temperature: float) -> Generation:
-        if self.transport == "http":
-            response = self.http.request(
-                "POST",
-                "/chat/completions",
-                {"model": self.model, "messages": messages, "max_tokens": max_new_tokens, "temperature": temperature},
-            )
-            usage = response.get("usage") or {}
-            try:
-                text = response["choices"][0]["message"]["content"] or ""
-            except (KeyError, IndexError, TypeError) as e:
-                raise HTTPError(
-                    f"the answer has no choices[0].message.content ({str(response)[:120]})", transient=False
-                ) from e
-            return Generation(
-                text=text.strip(),
-                input_tokens=int(usage.get("prompt_tokens") or 0),
-                output_tokens=int(usage.get("completion_tokens") or 0),
-            )
-        response = self.client.chat.completions.create(
-            model=self.model, messages=messages, max_tokens=max_new_tokens, temperature=temperature
-        )
-        usage = response.usage
-        return Generation(
-            text=(response.choices[0].message.content or "").strip(),
-            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-        )
+    def _call_once(self, messages, max_new_tokens: int, temperature: float, deadline: float) -> Generation:
+        payload = {"model": self.model, "messages": messages, "max_tokens": max_new_tokens, "temperature": temperature}
+        return chat_generation(self.http.request("POST", "/chat/completions", payload, deadline=deadline))
 
-    def _transient(self, exc: BaseException) -> bool:
-        if isinstance(exc, HTTPError):
-            return exc.transient
-        return self.transport == "openai" and _transient_openai(exc)
+    def _next_attempt(self, exc: Exception, attempt: int, budget_end: float) -> tuple[float, str | None]:
+        """(seconds to wait, None) before retry `attempt`, or (0, why not) when the request fails now."""
+        if not (isinstance(exc, HTTPError) and exc.transient):
+            return 0.0, "" if isinstance(exc, HTTPError) else "not retried"
+        if attempt > self.max_retries:
+            return 0.0, f"{attempt} attempts"
+        asked = exc.retry_after
+        if asked is not None and asked > RETRY_AFTER_CAP:
+            return 0.0, (
+                f"the server asked to retry after {asked:.0f} s, more than the {RETRY_AFTER_CAP:.0f} s "
+                "this client waits; not retried"
+            )
+        # what the server asked for, plus up to 10% so that requests refused together do not return together
+        wait = asked + random.uniform(0, 0.1 * asked) if asked else backoff(attempt)
+        if time.monotonic() + wait + self.timeout > budget_end:
+            return 0.0, (
+                f"{attempt} attempts; the next, after {wait:.3g} s, would not fit in the request's budget of "
+                f"{self.budget:.3g} s ((max_retries + 1) x timeout + {WAIT_BUDGET:.0f} s)"
+            )
+        return wait, None
 
     def generate_one(self, messages, max_new_tokens: int = 64, temperature: float = 0.0) -> Generation:
-        """One request, within the concurrency limit, retried while its failure is transient; a request that
-        still fails comes back with `error` set (never raised). `seconds` is its wall time, retries included."""
+        """One request, within the concurrency limit, retried while its failure is transient and the request's
+        budget allows; a request that still fails comes back with `error` set (never raised). `seconds` is its
+        wall time, retries included."""
         t0 = time.perf_counter()
+        budget_end = None
         attempt = 0
         while True:
             try:
                 with self.slots:
-                    g = self._call_once(messages, max_new_tokens, temperature)
+                    now = time.monotonic()
+                    budget_end = now + self.budget if budget_end is None else budget_end
+                    g = self._call_once(messages, max_new_tokens, temperature, min(now + self.timeout, budget_end))
                 g.seconds = time.perf_counter() - t0
                 g.attempts = attempt + 1
                 return g
             except Exception as e:  # noqa: BLE001 - classified below; a bug in a parser is not a reason to stop
                 attempt += 1
-                if attempt > self.max_retries or not self._transient(e):
-                    log.warning("LLM request failed for good: %s: %s", type(e).__name__, e)
-                    return Generation(
-                        text="", error=f"{type(e).__name__}: {e}", seconds=time.perf_counter() - t0, attempts=attempt
-                    )
-                time.sleep(backoff(attempt))
+                wait, why_not = self._next_attempt(e, attempt, budget_end)
+                if why_not is not None:
+                    error = f"{type(e).__name__}: {e}" + (f" ({why_not})" if why_not else "")
+                    log.warning("LLM request failed for good: %s", error)
+                    return Generation(text="", error=error, seconds=time.perf_counter() - t0, attempts=attempt)
+                time.sleep(wait)
 
     def generate(
         self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0, desc: str = "LLM"
@@ -189,6 +181,29 @@ class OpenAIChatLLM:
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, max(len(conversations), 1))) as pool:
             futures = [pool.submit(self.generate_one, c, max_new_tokens, temperature) for c in conversations]
             return [f.result() for f in tqdm(futures, desc=desc, unit="request")]
+
+
+def chat_generation(response: dict) -> Generation:
+    """The answer of a chat completion. One without choices[0].message (`choices: []`, say) is a failed
+    request, not an empty answer; a null content is the empty answer (as the server meant it)."""
+    choices = response.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = first.get("message") if isinstance(first, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(message, dict) or not isinstance(content, (str, type(None))):
+        raise HTTPError(
+            f"the answer has no choices[0].message.content ({str(response)[:120]})", status=200, transient=False
+        )
+    usage = response.get("usage") if isinstance(response.get("usage"), dict) else {}
+    return Generation(
+        text=(content or "").strip(),
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+    )
+
+
+def _count(value) -> int:
+    return int(value) if isinstance(value, (int, float)) and 0 <= value < 1e15 else 0
 
 
 class _Refused(Exception):

@@ -87,10 +87,13 @@ def _cost(ner: Generation, triples: Generation | None) -> dict:
     return {"openie/ner": one(ner), **({"openie/triples": one(triples)} if triples is not None else {})}
 
 
+RAW_KEPT = 2000  # characters of an unusable answer kept beside its error (the LLM cache keeps all of it)
+
+
 def assemble(ner: Generation, entities: ParseResult, triples: Generation | None) -> Extraction:
     """One passage's extraction from its two answers (`triples` is None when NER failed and it was not asked)."""
     errors = [f"ner: {ner.error}"] if ner.error else ([f"ner: {entities.error}"] if entities.error else [])
-    raws = {"ner": ner.text}
+    raws = {"ner": ner.text[:RAW_KEPT]}  # the whole answer is in the LLM cache: this is for the error report
     transient = ner.error is not None
     parsed = ParseResult()
     if triples is not None:
@@ -102,7 +105,7 @@ def assemble(ner: Generation, entities: ParseResult, triples: Generation | None)
             errors.append(f"triples: {parsed.error}")
         elif not parsed.items and parsed.dropped:
             errors.append(f"triples: all {parsed.dropped} items malformed")
-        raws["triples"] = triples.text
+        raws["triples"] = triples.text[:RAW_KEPT]
     else:
         errors.append("triples: not asked, the NER request failed")
     return Extraction(
