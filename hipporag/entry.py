@@ -45,6 +45,9 @@ def _to_log_files(level: int, message: str) -> None:
 
 
 def fail(message: str, code: int) -> None:
+    from hipporag.core.redact import redact
+
+    message = redact(message)  # an endpoint's URL with its password, a value read from the environment
     print(message, file=sys.stderr, flush=True)
     _to_log_files(logging.ERROR, message)
     sys.exit(code)
@@ -126,6 +129,9 @@ def check_output_folder(cfg, knob: str) -> None:
 
 def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | None:
     """Check the settings, run the experiment, and turn user errors and Ctrl-C into clean exits."""
+    from hipporag.core.redact import protect_run
+
+    protect_run(cfg, run_dir)  # before anything is logged: secrets masked in run.log and Hydra's .hydra files
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     try:
         from hipporag.run.settings import load_settings

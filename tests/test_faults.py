@@ -539,6 +539,23 @@ def test_a_run_whose_answers_are_all_unusable_is_degraded_in_words(tmp_path, scr
     assert "Unusable answers are cached" in proc.stdout
 
 
+def test_two_corpora_that_a_separator_join_confused_get_their_own_graphs(tmp_path):
+    """Passages joined with NUL made the corpus [a + NUL + b, ...] share a key with [a, b, ...]: one loaded the
+    other's graph. Each now builds its own, and the second gives the numbers of a run on a fresh cache."""
+    demo = json.loads((ROOT / "hipporag" / "data" / "demo_data" / "demo_corpus.json").read_text())
+    merged = [{"title": demo[0]["title"], "text": demo[0]["text"] + "\x00" + demo[1]["title"] + "\n" + demo[1]["text"]}]
+    questions = ROOT / "hipporag" / "data" / "demo_data" / "demo.json"
+    plain, joined = _write(tmp_path, "plain.json", demo), _write(tmp_path, "joined.json", merged + demo[2:])
+    files = ("dataset=files", f"dataset.questions={questions}")
+    cache = tmp_path / "cache"
+    run(tmp_path, cache, "plain", *files, f"dataset.corpus={plain}")
+    second = run(tmp_path, cache, "joined", *files, f"dataset.corpus={joined}")
+    run(tmp_path, tmp_path / "fresh", "fresh", *files, f"dataset.corpus={joined}")
+    assert "loaded from cache (" not in "".join(line for line in second.stdout.splitlines() if "Graph " in line)
+    assert len(list(cache.glob("graph/*/graph.pickle"))) == 2
+    assert numbers(tmp_path / "joined") == numbers(tmp_path / "fresh")
+
+
 # ------------------------------------------------------ issue 22 item 4: SIGTERM (Slurm's preemption) as Ctrl-C
 DATA = Path(__import__("os").environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 TWOWIKI = DATA / "2wikimultihopqa_30" / "2wikimultihopqa_corpus.json"
@@ -753,3 +770,70 @@ def test_a_requeued_submitit_job_resumes_from_the_cache_and_finishes(reference, 
     assert (tmp_path / "signalled").exists() and "Requeued job" in log
     assert "Rankings (hipporag2): loaded from cache" in log.split("Requeued job", 1)[1]
     assert numbers(sweep / "0") == expected and metrics(sweep / "0")["status"] == "ok"
+
+
+# ---- issue 22 item 2: overrides and secrets
+def _leaks(folder: Path, *secret_values: str) -> list[str]:
+    """Every file under `folder` holding one of the values (as bytes: W&B's binary run file too)."""
+    found = []
+    for path in folder.rglob("*"):
+        if path.is_file() and any(s.encode() in path.read_bytes() for s in secret_values):
+            found.append(str(path))
+    return found
+
+
+def test_secrets_never_reach_a_sweeps_files_a_rerun_or_an_error_line(tmp_path):
+    import secrets
+
+    key, password = f"tok-{secrets.token_hex(8)}", f"pw-{secrets.token_hex(6)}"
+    env = {"MY_API_KEY": key, "WANDB_MODE": "offline"}
+    common = ("read=false", "dataset.name=${oc.env:MY_API_KEY}", "llm=openai", f"cache_dir={tmp_path / 'cache'}")
+    urls = ",".join(f"http://user:{password}@127.0.0.1:{port}/v1" for port in (9, 10))  # swept: in every report
+    sweep = tmp_path / "sweep"
+    run_cli("run.py", "-m", *common, "tracker=wandb", f"llm.base_url={urls}", f"hydra.sweep.dir={sweep}", env=env)
+    written = {p.relative_to(sweep).as_posix() for p in sweep.rglob("*") if p.is_file()}
+    reports = {"multirun.yaml", "report.md", "report.csv", "comparison.md", "dashboard.html", "dashboard_report.json"}
+    assert reports <= written
+    for name in ("metrics.json", "resolved_config.yaml", "per_query.parquet", "run.log", ".hydra/overrides.yaml"):
+        assert f"1/{name}" in written
+    assert list(sweep.glob("1/wandb/offline-run-*/*.wandb")), "the W&B offline run (its config) is checked too"
+    assert _leaks(sweep, key, password) == []
+    assert metrics(sweep / "1")["dataset"] == "***"
+    resolved = yaml_load(sweep / "1" / "resolved_config.yaml")
+    assert resolved["llm"]["base_url"] == "http://user:***@127.0.0.1:10/v1"
+    assert "${oc.env:MY_API_KEY}" in (sweep / "1" / ".hydra" / "config.yaml").read_text()  # unresolved: no secret
+    # a rerun of that folder would read the environment again: refused before it launches
+    proc = run_cli("-m", "hipporag.rerun", str(sweep / "1"), "--out", str(tmp_path / "again"), expect_rc=2)
+    _refused(proc, "key dataset.name uses the resolver ${oc.env:...}")
+    assert not (tmp_path / "again").exists()
+    # the endpoint is unreachable: the one error line, on the console and in run.log, masks the password
+    run_dir = tmp_path / "run"
+    url = f"llm.base_url=http://user:{password}@127.0.0.1:9/v1"
+    args = ("run.py", *common, "tracker=none", "filter=llm", "llm.max_retries=0", url, f"hydra.run.dir={run_dir}")
+    proc = run_cli(*args, env=env, expect_rc=2)
+    assert "at http://user:***@127.0.0.1:9/v1 is unreachable" in proc.stderr.splitlines()[-1]
+    assert key not in proc.stdout + proc.stderr and password not in proc.stdout + proc.stderr
+    assert "is unreachable" in (run_dir / "run.log").read_text() and _leaks(run_dir, key, password) == []
+
+
+def yaml_load(path: Path):
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def test_regress_refuses_a_hydra_callback_before_anything_runs(tmp_path):
+    target = tmp_path / "outside" / "copied"
+    override, callback = "+hydra.callbacks.x._target_=shutil.copy", "+hydra.callbacks.x"
+    doc = {
+        "description": "the tester's file",
+        "fast": True,
+        "needs": [],
+        "overrides": ["tracker=none", override, f"{callback}.src={ROOT}/run.py", f"{callback}.dst={target}"],
+    }
+    regs = tmp_path / "regs"
+    regs.mkdir()
+    (regs / "evil.yaml").write_text(json.dumps(doc))  # JSON is YAML
+    proc = run_cli("-m", "hipporag.regress", "--dir", str(regs), "--out", str(tmp_path / "out"), expect_rc=2)
+    _refused(proc, f"{regs / 'evil.yaml'}: override {override!r} sets Hydra itself")
+    assert not target.parent.exists() and not (tmp_path / "out").exists()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from hipporag.core.errors import UserError
+from hipporag.core.redact import redact
 from hipporag.eval.paired import pair_records
 from hipporag.run.markdown import md_text
 from hipporag.run.sweep_folders import job_overrides, swept_knobs
@@ -107,7 +108,7 @@ def load(folder: Path) -> Comparison:
         overrides = job_overrides(d)
         records = _records(d)
         pairs = pair_records(records, metrics["method"], metrics.get("baseline"))
-        knobs = {k: overrides.get(k, "") for k in swept}
+        knobs = {k: redact(overrides.get(k, "")) for k in swept}  # a job's label: never a URL's password
         jobs.append(Job(d.name, d, metrics, uniform_keys(metrics), knobs, records, pairs))
     present = [m for m in DASHBOARD_METRICS if any(j.value("main", m)[0] is not None for j in jobs)]
     return Comparison(folder, jobs, swept, present)
@@ -230,4 +231,4 @@ def to_markdown(c: Comparison) -> str:
                 ]
                 lines += [f"- gold: {md_text(g, 160)}" for g in q.gold_passages]
                 lines += _side_md(j.main, m) + _side_md(j.baseline, b)
-    return "\n".join(lines) + "\n"
+    return redact("\n".join(lines) + "\n")

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hipporag.cache.fs import set_cache_mode
 from hipporag.core import failpoints
+from hipporag.core.redact import redact
 from hipporag.core.registry import Configured
 from hipporag.data.sources import load_dataset
 from hipporag.eval import metrics as M
@@ -246,8 +247,8 @@ def run_experiment(
     if tracker is not None:
         tracker.log_results(metrics, all_records)
         tracker.finish()
-    print(format_summary(metrics))
-    print(f"outputs: {run_dir}")
+    print(redact(format_summary(metrics)))  # the console is a record too (Slurm keeps it)
+    print(redact(f"outputs: {run_dir}"))
     if degraded:
         log.error(
             "run degraded: %s",

@@ -1,9 +1,10 @@
 """Regressions as data: one YAML per reproduced number set, rerun and checked with one command.
 
 Why: expected numbers that live in prose drift from the code without anyone noticing. Each file in
-`reproduce/regressions/` says what to run (`overrides` of `python run.py`), which data it needs (paths in the
-data directory; missing data skips it), the numbers it must give (`expected`, written by `--record` from a
-measured run, never typed), how far they may move (`tolerance`) and the run they were recorded from.
+`reproduce/regressions/` says what to run (`overrides` of `python run.py`: only the harness's own knobs and
+config groups, `run.override_rules`), which data it needs (paths in the data directory; missing data skips it),
+the numbers it must give (`expected`, written by `--record` from a measured run, never typed), how far they
+may move (`tolerance`) and the run they were recorded from.
 
 The compared values are each method's recall@k, EM and F1 (when read), query count, fallbacks, ties at the
 linking cut and error counts, and the run's status. The tolerance is absolute, on fractions: the default
@@ -31,6 +32,7 @@ from hipporag.core.errors import UserError
 from hipporag.core.paths import REPO_ROOT
 from hipporag.data.sources import DEFAULT_DATA_DIR
 from hipporag.run.launch import launch_run
+from hipporag.run.override_rules import override_refusal
 from hipporag.run.rerun import Comparison, compare_values
 
 REGRESSIONS_DIR = REPO_ROOT / "reproduce" / "regressions"
@@ -87,6 +89,10 @@ def load(path: Path) -> Regression:
     for key in ("needs", "overrides"):
         if not all(isinstance(x, str) and x for x in raw[key]):
             raise RegressionError(f"{path}: every entry of {key} must be a non-empty string")
+    for override in raw["overrides"]:  # checked as it will run: {data_dir} stands for a path
+        why = override_refusal(override.replace("{data_dir}", "/data_dir"))
+        if why:
+            raise RegressionError(f"{path}: override {override!r} {why}")
     tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or tolerance < 0:
         raise RegressionError(f"{path}: tolerance must be a number >= 0, got {tolerance!r}")

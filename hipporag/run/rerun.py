@@ -4,7 +4,8 @@ Why: a number that cannot be reproduced is an anecdote. A run folder holds the c
 (`.hydra/config.yaml`, interpolations kept) and metrics.json with its provenance; rerunning that exact config
 (`python run.py --config-path RUN_DIR/.hydra --config-name config`) and comparing the two records shows
 whether the numbers still hold, and, when they do not, which provenance fields (code, packages, machine,
-models, inputs) changed in between.
+models, inputs) changed in between. A run folder may come from someone else: its saved config and the extra
+overrides are checked first (`run.override_rules`: the harness's own knobs and groups, nothing of Hydra's).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from hipporag.core.errors import UserError
 from hipporag.run.launch import launch_run
+from hipporag.run.override_rules import config_refusal, override_refusal
 
 # every per-method value is compared (recall@k, EM, F1, CIs, deltas, p-values, fallbacks, error counts)
 # except wall times, which no rerun repeats
@@ -87,10 +89,32 @@ def rerun(run_dir: Path, out_dir: Path, extra: list[str] = ()) -> dict:
     config = run_dir / ".hydra" / "config.yaml"
     if not (run_dir / "metrics.json").is_file() or not config.is_file():
         raise RerunError(f"{run_dir}: not a recorded run (metrics.json and .hydra/config.yaml expected)")
+    check_rerun(config, extra)
     job = launch_run(["--config-path", str(config.parent), "--config-name", "config", *extra], out_dir)
     if not job.finished:  # a degraded finish (exit 3) still compares: the comparison shows it
         raise RerunError(f"the rerun of {run_dir} failed (exit {job.returncode}): {job.stderr_tail}")
     return job.metrics
+
+
+def check_rerun(config: Path, extra: list[str] = ()) -> None:
+    """The saved config and the extra overrides, before anything runs: one RerunError line for the first
+    key or override that is not the harness's to set (a `hydra:` block, a `_target_`, `${oc.env:...}`)."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load(config.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise RerunError(f"{config}: cannot read it as YAML ({' '.join(str(e).split())[:200]})") from None
+    found = config_refusal(saved)
+    if found:
+        raise RerunError(f"{config}: key {found[0]} {found[1]}", hint=SAVED_CONFIG_HINT)
+    for override in extra:
+        why = override_refusal(override)
+        if why:
+            raise RerunError(f"the command line: override {override!r} {why}", hint=SAVED_CONFIG_HINT)
+
+
+SAVED_CONFIG_HINT = "a rerun runs the harness's knobs and config groups only; python run.py runs anything else"
 
 
 def format_comparison(comparisons: list[Comparison], changes: list[tuple], tolerance: float) -> str:

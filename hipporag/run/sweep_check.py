@@ -69,6 +69,7 @@ class SweepCheckCallback(Callback):
         import sys
 
         from hipporag.core.errors import EXIT_USER_ERROR, UserError
+        from hipporag.core.redact import redact
 
         if config.hydra.sweeper.get("_target_", "").rsplit(".", 1)[-1] != "BasicSweeper":
             return  # another sweeper (optuna, ...) chooses its jobs as it goes
@@ -77,5 +78,5 @@ class SweepCheckCallback(Callback):
         except UserError as e:
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
-            print(f"error: {e.one_line()}", file=sys.stderr, flush=True)  # no job has started: no run.log yet
+            print(redact(f"error: {e.one_line()}"), file=sys.stderr, flush=True)  # no job has started: no run.log yet
             sys.exit(EXIT_USER_ERROR)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from hipporag.cache.files import atomic_write_text
 from hipporag.core.errors import EXIT_DEGRADED
+from hipporag.core.redact import redact, redact_file, register_config
 from hipporag.run.markdown import md_cell, md_row, md_text
 from hipporag.run.sweep_folders import job_overrides, swept_knobs
 
@@ -49,7 +50,7 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
                 "is_baseline": method == baseline and method != metrics["method"],
                 "status": metrics.get("status", "ok"),
             }
-            row.update({k: overrides[job].get(k) for k in swept})
+            row.update({k: redact(overrides[job].get(k)) for k in swept})  # a URL with its password
             for key in HEADLINE:
                 row[key] = m.get(key)
                 ci = (m.get("ci") or {}).get(key)
@@ -163,8 +164,9 @@ def write_collected(sweep_dir: Path, frame: pd.DataFrame, swept: list[str], part
         + f"swept: {md_text(', '.join(swept)) or '(nothing)'}\n\n"
         + to_markdown(frame, swept)
     )
+    text = redact(text)
     atomic_write_text(sweep_dir / "report.md", text + "\n")  # parallel jobs may rewrite it at once
-    atomic_write_text(sweep_dir / "report.csv", frame.to_csv(index=False))
+    atomic_write_text(sweep_dir / "report.csv", redact(frame.to_csv(index=False)))
     plots = [] if partial else plot(frame, swept, sweep_dir / "plots")
     log.info("Sweep report: %s (%d plots)", sweep_dir / "report.md", len(plots))
     return text
@@ -176,8 +178,24 @@ except ImportError:  # pragma: no cover - hydra is a dependency
     Callback = object
 
 
+# what a sweep folder holds beside its jobs, masked once written (`core.redact`)
+SWEEP_FILES = ("multirun.yaml", "dashboard.html", "dashboard_report.json", "comparison.md")
+
+
 class SweepReportCallback(Callback):
-    """Hydra callback: write the report when a multirun ends."""
+    """Hydra callback: write the report when a multirun ends; keep secrets out of the sweep folder."""
+
+    def on_job_start(self, config, **kwargs) -> None:
+        """multirun.yaml, which Hydra writes before the first job, with its secrets masked."""
+        from hydra.types import RunMode
+
+        if config.hydra.mode == RunMode.MULTIRUN:
+            from omegaconf import OmegaConf
+
+            plain = OmegaConf.to_container(config, resolve=False)  # interpolations kept: they say what is read
+            hydra = plain.pop("hydra", None) or {}
+            register_config([plain, (hydra.get("overrides") or {}).get("task") or []])
+            redact_file(Path(config.hydra.sweep.dir) / "multirun.yaml")
 
     def on_job_end(self, config, job_return=None, **kwargs) -> None:
         from hydra.types import RunMode
@@ -197,10 +215,12 @@ class SweepReportCallback(Callback):
         except FileNotFoundError as e:
             log.warning("No sweep report: %s", e)
             return
-        print(write_collected(sweep_dir, frame, swept))
+        print(redact(write_collected(sweep_dir, frame, swept)))
         from hipporag.run.dashboard import write_after_sweep
 
         write_after_sweep(sweep_dir)  # dashboard.html, the W&B report specification, comparison.md
+        for name in SWEEP_FILES:
+            redact_file(sweep_dir / name)
         degraded = degraded_jobs(frame)
         if degraded:
             print(f"DEGRADED: jobs {', '.join(degraded)} of this sweep finished with too many failed LLM calls")

@@ -1,8 +1,8 @@
 """Where a run's numbers go: files in the run directory, and Weights & Biases.
 
 W&B is on by default. With no credentials (no WANDB_API_KEY, no netrc entry) it runs offline and
-says so in one line; `tracker=none` turns it off. Secrets never reach the logged config: keys whose
-name looks like a credential are dropped before logging.
+says so in one line; `tracker=none` turns it off. Secrets never reach the run files or the logged config:
+keys whose name looks like a credential are dropped, and every secret value is masked (`core.redact`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from hipporag.cache.files import atomic_write_bytes, atomic_write_text
+from hipporag.core.redact import redact_obj, redact_yaml, redacted_argv
 from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, text
 from hipporag.eval.paired import pair_records
@@ -43,19 +44,29 @@ def scrub_secrets(flat: dict) -> dict:
     return {k: v for k, v in flat.items() if not any(m in k.lower() for m in SECRET_MARKERS)}
 
 
+def redacted_frame(records: list[dict]) -> pd.DataFrame:
+    """The per-query records as a frame, every text cell redacted (a secret in a question or an answer)."""
+    frame = pd.DataFrame(records)
+    for col in frame.columns:
+        if frame[col].dtype == object or pd.api.types.is_string_dtype(frame[col]):
+            frame[col] = frame[col].map(redact_obj)
+    return frame
+
+
 def write_run_files(run_dir: Path, metrics: dict, records: list[dict], resolved_config: str) -> None:
     """metrics.json last, and atomically: a run folder whose metrics.json says "ok" has every other file whole
-    (a failure while writing per_query.parquet leaves no metrics.json at all, never an "ok" beside nothing)."""
+    (a failure while writing per_query.parquet leaves no metrics.json at all, never an "ok" beside nothing).
+    Every file is written redacted (`core.redact`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "resolved_config.yaml", resolved_config)
-    frame = pd.DataFrame(records)
+    atomic_write_text(run_dir / "resolved_config.yaml", redact_yaml(resolved_config))
+    frame = redacted_frame(records)
     for col in ("seeds", "facts", "candidate_facts"):
         if col in frame:
             frame[col] = frame[col].map(json.dumps)
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
     atomic_write_bytes(run_dir / "per_query.parquet", buffer.getvalue())
-    atomic_write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2, default=float))
+    atomic_write_text(run_dir / "metrics.json", json.dumps(redact_obj(metrics), indent=2, default=float))
 
 
 def _numeric(v) -> bool:
@@ -129,17 +140,18 @@ class WandbTracker:
                     run_dir / "wandb",
                     "(`wandb sync` uploads it later; tracker=none turns W&B off)",
                 )
-        self.run = wandb.init(
-            project=options.project,
-            entity=options.entity,
-            group=group,
-            job_type=job_type,
-            name=name,
-            dir=str(run_dir),
-            mode=mode,
-            config=scrub_secrets(flatten(config)),
-            reinit="finish_previous",
-        )
+        with redacted_argv():  # W&B records the command line in its run metadata
+            self.run = wandb.init(
+                project=options.project,
+                entity=options.entity,
+                group=group,
+                job_type=job_type,
+                name=name,
+                dir=str(run_dir),
+                mode=mode,
+                config=scrub_secrets(flatten(redact_obj(config))),
+                reinit="finish_previous",
+            )
 
     def log_results(self, metrics: dict, records: list[dict]) -> None:
         import wandb
@@ -173,13 +185,13 @@ class WandbTracker:
         )
         summary["index/built"] = cost.get("built", "")
         self.run.summary.update(summary)
-        frame = pd.DataFrame(records)
+        frame = redacted_frame(records)
         keep = [
             c
             for c in frame.columns
             if c in ("method", "query_id", "question", "answer", "em", "f1", "fallback") or c.startswith("recall@")
         ]
-        pairs = pair_records(records, metrics["method"], metrics.get("baseline"))
+        pairs = pair_records(frame, metrics["method"], metrics.get("baseline"))
         self.run.log(
             {
                 "per_query": wandb.Table(dataframe=frame[keep].astype({"question": str, "answer": str})),

@@ -1,0 +1,209 @@
+"""What a regression file or a rerun may hand to `python run.py`: the harness's own knobs and config groups.
+
+Why: a regression file or a run folder may come from someone else, and Hydra does what its overrides say: it
+instantiated `hydra.callbacks.x._target_=shutil.copy` (a file written outside the project, and the regression
+said "pass"), and it resolves `${oc.env:...}` (an API key copied into metrics.json). So only this passes:
+- `knob=value` for a top-level knob (`core.knobs.Knobs`);
+- `group=option` for a shipped config group option (`conf/<group>/<option>.yaml`), `+group=option` for a
+  group the defaults list does not name (`+ablation=full`);
+- `group.key=value` for a key some part of that group declares (`llm.base_url`, `extractor.path`), and any
+  key below one (`embedder.instructions.query`, `extractor.fallback.name`);
+- values with plain interpolations (`${dataset.name}`), the project's own resolver `${unique_suffix:}`, and
+  a key's shipped value as shipped (`cache_dir: ${oc.env:HIPPORAG_CACHE_DIR,outputs/cache}` in a saved config).
+Refused: `hydra.` / `hydra/` keys, `_target_` anywhere in a key, `~` and `++`, `+key=`, `key@package`, flags
+(`--config-dir`), sweeps, a saved config's `defaults` list, and every other resolver (`${oc.env:...}`,
+`${oc.decode:...}`, `${now:...}`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Mapping
+
+from hipporag.core.paths import CONF_DIR
+
+PROJECT_RESOLVERS = frozenset({"unique_suffix"})
+_INTERPOLATION = re.compile(r"\$\{\s*([^\s{}:$]*)\s*(:?)")
+
+
+@functools.cache
+def config_groups() -> dict[str, frozenset[str]]:
+    """{group: its shipped options}, from conf/."""
+    return {
+        d.name: frozenset(p.stem for p in d.glob("*.yaml"))
+        for d in sorted(CONF_DIR.iterdir())
+        if d.is_dir() and d.name != "hydra"
+    }
+
+
+@functools.cache
+def _shipped_config() -> dict:
+    import yaml
+
+    return yaml.safe_load((CONF_DIR / "config.yaml").read_text()) or {}
+
+
+@functools.cache
+def default_groups() -> frozenset[str]:
+    """The groups conf/config.yaml's defaults list names (those take `group=option`, never `+group=`)."""
+    names = set()
+    for item in _shipped_config().get("defaults") or []:
+        if isinstance(item, Mapping):
+            names.update(str(k).lstrip("+~").split("@")[0] for k in item)
+    return frozenset(names)
+
+
+@functools.cache
+def knob_names() -> frozenset[str]:
+    from hipporag.core.knobs import Knobs
+
+    return frozenset(f.name for f in dataclasses.fields(Knobs))
+
+
+@functools.cache
+def group_keys(group: str) -> frozenset[str]:
+    """The keys a config group may set: its selector and every option of any of its parts (the reader's
+    options; none for an ablation, which sets knobs)."""
+    from hipporag.llm.reader import ReaderOptions
+    from hipporag.run.settings import REGISTRIES
+
+    if group == "reader":
+        return frozenset(f.name for f in dataclasses.fields(ReaderOptions))
+    registry = REGISTRIES.get(group)
+    if registry is None:
+        return frozenset()
+    keys = {registry.selector}
+    for _, part in registry.items():
+        if part.options is not None:
+            keys.update(f.name for f in dataclasses.fields(part.options))
+    return frozenset(keys)
+
+
+@functools.cache
+def _shipped_values(key: str) -> frozenset[str]:
+    """Every value conf/ ships for `key` (`cache_dir`, `dataset.name`), as written."""
+    import yaml
+
+    group, _, sub = key.partition(".")
+    if not sub:
+        value = _shipped_config().get(key)
+        return frozenset({value} if isinstance(value, str) else ())
+    values = set()
+    for path in (CONF_DIR / group).glob("*.yaml"):
+        value = (yaml.safe_load(path.read_text()) or {}).get(sub)
+        if isinstance(value, str):
+            values.add(value)
+    return frozenset(values)
+
+
+def value_refusal(text: str) -> str | None:
+    """Why a value's interpolations are refused, or None (plain `${key}` and `${unique_suffix:}` pass)."""
+    for match in _INTERPOLATION.finditer(text):
+        name, resolver = match.groups()
+        if not name:
+            return f"holds an interpolation inside an interpolation ({match.group(0)}...): not allowed here"
+        if resolver and name not in PROJECT_RESOLVERS:
+            return f"uses the resolver ${{{name}:...}}: only plain ${{key}} interpolations are allowed here"
+    return None
+
+
+def key_refusal(key: str) -> str | None:
+    """Why a config key (`llm.base_url`, `damping`) is not the harness's to set, or None."""
+    if key == "hydra" or key.startswith(("hydra.", "hydra/")):
+        return "sets Hydra itself: only the harness's knobs and config groups are allowed"
+    if "_target_" in key:
+        return "names a _target_: nothing is instantiated from a regression or a rerun"
+    parts = key.split(".")
+    if len(parts) == 1:
+        if key in knob_names() or key in config_groups():
+            return None
+        return "is not a knob or a config group of the harness (see conf/config.yaml and conf/<group>/)"
+    group, option = parts[0], parts[1]
+    if group not in config_groups():
+        return f"is not a knob or a config group of the harness ({group!r} is neither)"
+    if option not in group_keys(group):
+        known = ", ".join(sorted(group_keys(group))) or "none: it sets knobs"
+        return f"is not a key of the {group} group (its keys: {known})"
+    return None
+
+
+def override_refusal(override: str) -> str | None:
+    """Why one override is refused (a phrase that follows `override <x>`), or None when it may run."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+    from hydra.errors import HydraException
+
+    if override.startswith("-"):
+        return "is a command-line flag: only key=value overrides are allowed"
+    try:
+        parsed = OverridesParser.create().parse_override(override)
+    except HydraException as e:  # its parse errors (OverrideParseException and the grammar's own)
+        return f"is not an override Hydra can read ({' '.join(str(e).split())[:160]})"
+    key = parsed.key_or_group
+    why = key_refusal(key)
+    if why:
+        return why
+    if parsed.package is not None:
+        return "names a package (@): not allowed here"
+    if parsed.type == OverrideType.DEL:
+        return "deletes a key (~): not allowed here"
+    if parsed.type == OverrideType.FORCE_ADD:
+        return "force-adds a key (++): not allowed here"
+    if parsed.is_sweep_override():
+        return "is a sweep: one regression or rerun is one run"
+    is_group = key in config_groups()
+    if parsed.type == OverrideType.ADD and not (is_group and key not in default_groups()):
+        return "adds a key (+): allowed only to pick a group the defaults list does not name (+ablation=full)"
+    if is_group:
+        value = parsed.value()
+        if not isinstance(value, str) or value not in config_groups()[key]:
+            options = ", ".join(sorted(config_groups()[key]))
+            return f"picks {value!r}, which is not an option of the {key} group (its options: {options})"
+        if parsed.type != OverrideType.ADD and key not in default_groups():
+            return f"picks a group the defaults list does not name: write +{override}"
+    return value_refusal(override.partition("=")[2])
+
+
+def config_refusal(config) -> tuple[str, str] | None:
+    """(key, why) for the first thing a saved config (.hydra/config.yaml, as plain data) may not hold, or None."""
+    if not isinstance(config, Mapping):
+        return "(top level)", "is not a mapping of knobs and config groups"
+    if "defaults" in config:
+        return "defaults", "is a defaults list: a saved config is one composed config, it picks nothing"
+
+    def walk(node, key: str):
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                child = f"{key}.{k}" if key else str(k)
+                if "_target_" in str(k):
+                    return child, "names a _target_: nothing is instantiated from a rerun"
+                found = walk(v, child)
+                if found:
+                    return found
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                found = walk(v, f"{key}.{i}")
+                if found:
+                    return found
+        elif isinstance(node, str) and node not in _shipped_values(key):
+            why = value_refusal(node)
+            if why:
+                return key, why
+        return None
+
+    for top, value in config.items():
+        top = str(top)
+        why = key_refusal(top)
+        if why:
+            return top, why
+        if isinstance(value, Mapping) and top in config_groups():
+            for sub in value:
+                why = key_refusal(f"{top}.{sub}")
+                if why:
+                    return f"{top}.{sub}", why
+        found = walk(value, top)
+        if found:
+            return found
+    return None
