@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tolerance", type=float, default=1e-9, help="absolute difference still called the same")
     ap.add_argument("--out", type=Path, default=None, help="where the rerun goes (default: a temporary folder)")
     ap.add_argument("overrides", nargs="*", help="after --: overrides for the rerun")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # overrides may follow --out (RUN_DIR --out X -- a=b)
 
     from hipporag.run.rerun import compare_metrics, format_comparison, provenance_changes, rerun
 
