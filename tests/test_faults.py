@@ -837,3 +837,35 @@ def test_regress_refuses_a_hydra_callback_before_anything_runs(tmp_path):
     proc = run_cli("-m", "hipporag.regress", "--dir", str(regs), "--out", str(tmp_path / "out"), expect_rc=2)
     _refused(proc, f"{regs / 'evil.yaml'}: override {override!r} sets Hydra itself")
     assert not target.parent.exists() and not (tmp_path / "out").exists()
+
+
+# ---------------------------------- issue 22 item 3: every bad answer of a server through the CLI: failed, never cached
+def _bad_answers():
+    from test_llm_transport_faults import answer, cut_short, endless_chunks, trickle
+
+    return {
+        "200 with an error object": answer(obj={"error": {"message": "model overloaded", "type": "server_error"}}),
+        "200 with no choices": answer(obj={"object": "chat.completion", "choices": []}),
+        "a body shorter than its Content-Length": cut_short,
+        "a body that never ends": endless_chunks,
+        "one byte every 0.2 s": trickle(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"),
+    }
+
+
+@pytest.mark.parametrize("fault", list(_bad_answers()))
+def test_each_bad_server_answer_fails_its_request_and_nothing_made_from_it_is_cached(tmp_path, fault):
+    from test_llm_transport_faults import FaultServer
+
+    server = FaultServer(_bad_answers()[fault])
+    try:
+        llm = (*LLM_OPENIE, f"llm.base_url={server.base_url}", "llm.timeout=1", "llm.max_response_bytes=65536")
+        proc = run(tmp_path, tmp_path / "cache", "bad", *llm, "dataset.limit=3", expect_rc=3)
+    finally:
+        server.close()
+    m = metrics(tmp_path / "bad")
+    assert m["status"] == "degraded" and m["llm_failures"]["openie/ner"]["failed"] == 45
+    assert "DEGRADED: 45 of 45 LLM calls failed in stage openie/ner" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    cache = tmp_path / "cache"
+    assert not list(cache.glob("graph/*")) and not list(cache.glob("rankings/*.npz"))
+    assert _stored_llm_answers(cache) == 0
