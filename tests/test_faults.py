@@ -841,13 +841,13 @@ def test_regress_refuses_a_hydra_callback_before_anything_runs(tmp_path):
 
 # ---------------------------------- issue 22 item 3: every bad answer of a server through the CLI: failed, never cached
 def _bad_answers():
-    from test_llm_transport_faults import answer, cut_short, endless_chunks, trickle
+    """Three of the faults tests/test_llm_transport_faults.py tries one by one (no choices, gzip, an endless body
+    too): one that arrives whole, one cut short, one that never arrives; the CLI treats every failure alike."""
+    from test_llm_transport_faults import answer, cut_short, trickle
 
     return {
         "200 with an error object": answer(obj={"error": {"message": "model overloaded", "type": "server_error"}}),
-        "200 with no choices": answer(obj={"object": "chat.completion", "choices": []}),
         "a body shorter than its Content-Length": cut_short,
-        "a body that never ends": endless_chunks,
         "one byte every 0.2 s": trickle(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"),
     }
 
