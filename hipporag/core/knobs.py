@@ -35,6 +35,8 @@ class Knobs:
     read: bool = knob(RUN, boolean())
     cache_dir: str = knob(RUN, text())
     cache_mode: str = knob(RUN, choice("auto", "local", "shared"))  # how stores are written (cache.fs)
+    # the prompt set (hipporag.prompts): it reaches caches through the digests of its roles, not as a knob
+    prompts: str = knob(RUN, text())
     # -- retrieval (official defaults in conf/config.yaml)
     damping: float = knob(QUERY, number(0, 1, hi_open=True))
     passage_node_weight: float = knob(QUERY, number(0))

@@ -4,8 +4,10 @@
 `filter=llm` asks the configured LLM to return the relevant facts as JSON; each returned fact is
 snapped to the most similar candidate (difflib ratio of the Python reprs >= `filter_snap_cutoff`; the
 official code uses cutoff 0.0, so anything matches), kept in the order the LLM gave them, at most
-`linking_top_k`. The prompt is ours, or a prompt saved by DSPy in the JSON layout the official repository
-ships (`filter_prompt=PATH`: system text and demos, DSPy's field markers). A response that cannot be
+`linking_top_k`. The messages are the prompt set's `filter` role (the shipped default is ours; an imported
+official set holds the official DSPy program's messages exactly), or a prompt saved by DSPy in the JSON
+layout the official repository ships (`filter_prompt=PATH`: its system text and demos, with our field
+markers). A response that cannot be
 parsed, or a failed request, counts as an error: with `fail_on_llm_error=true` the run stops, otherwise
 the query falls back to dense retrieval and the fallback is counted.
 """
@@ -22,18 +24,8 @@ from hipporag.core.errors import LLMFailureError
 from hipporag.core.knobs import Knobs
 from hipporag.data.dataset import Query
 from hipporag.index.openie.parse import parse_triples
-
-FILTER_SYSTEM = (
-    "You pick evidence. Given a question and a list of candidate facts, each a "
-    "[subject, relation, object] triple, return only the facts that help answer the question, "
-    'as JSON: {"fact": [[subject, relation, object], ...]}. Return {"fact": []} when none help.'
-)
-FILTER_EXAMPLE_USER = (
-    "Question: Which river runs through the town where Ada Brenn was born?\n"
-    'Candidate facts: [["ada brenn", "born in", "marlow"], ["marlow", "lies on", "river elm"], '
-    '["ada brenn", "wrote", "the glass year"]]'
-)
-FILTER_EXAMPLE_ASSISTANT = '{"fact": [["ada brenn", "born in", "marlow"], ["marlow", "lies on", "river elm"]]}'
+from hipporag.prompts.loading import shipped
+from hipporag.prompts.prompt_set import PromptSet
 
 
 class LLMFilterError(LLMFailureError):
@@ -47,20 +39,21 @@ class FilterResult:
 
 
 def filter_messages(
-    question: str, candidates: list[tuple[str, str, str]], dspy_prefix: list[dict] | None = None
+    question: str,
+    candidates: list[tuple[str, str, str]],
+    dspy_prefix: list[dict] | None = None,
+    prompts: PromptSet | None = None,
 ) -> list[dict]:
+    """The filter request: a DSPy-saved program's turns (`filter_prompt=PATH`), else the prompt set's
+    `filter` role, which takes the candidates as a JSON list (`facts`) or as DSPy's `{"fact": [...]}`
+    (`fact_before_filter`, what the official filter sends)."""
+    facts = [list(c) for c in candidates]
     if dspy_prefix is not None:
-        facts = json.dumps({"fact": [list(c) for c in candidates]})
-        return [*dspy_prefix, {"role": "user", "content": DSPY_INPUT.format(question=question, facts=facts)}]
-    return [
-        {"role": "system", "content": FILTER_SYSTEM},
-        {"role": "user", "content": FILTER_EXAMPLE_USER},
-        {"role": "assistant", "content": FILTER_EXAMPLE_ASSISTANT},
-        {
-            "role": "user",
-            "content": f"Question: {question}\nCandidate facts: {json.dumps([list(c) for c in candidates])}",
-        },
-    ]
+        text = json.dumps({"fact": facts})
+        return [*dspy_prefix, {"role": "user", "content": DSPY_INPUT.format(question=question, facts=text)}]
+    return (prompts or shipped()).filter.render(
+        question=question, facts=json.dumps(facts), fact_before_filter=json.dumps({"fact": facts})
+    )
 
 
 DSPY_INPUT = '[[ ## question ## ]]\n{question}\n\n[[ ## fact_before_filter ## ]]\n{facts}\n\nRespond with the field `[[ ## fact_after_filter ## ]]` (a JSON object with a "fact" list), then `[[ ## completed ## ]]`.'
@@ -111,7 +104,7 @@ def snap_to_candidates(
 
 
 def recognition_filter(
-    mode: str, queries: list[Query], candidates: list[list[tuple]], llm, knobs: Knobs
+    mode: str, queries: list[Query], candidates: list[list[tuple]], llm, knobs: Knobs, prompts: PromptSet | None = None
 ) -> list[FilterResult]:
     if mode == "none":
         return [FilterResult(facts=list(c)) for c in candidates]
@@ -122,7 +115,7 @@ def recognition_filter(
     prefix = load_dspy_prompt(knobs.filter_prompt) if knobs.filter_prompt else None
     todo = [i for i, c in enumerate(candidates) if c]
     responses = llm.generate(
-        [filter_messages(queries[i].question, candidates[i], prefix) for i in todo],
+        [filter_messages(queries[i].question, candidates[i], prefix, prompts) for i in todo],
         stage="filter",
         max_new_tokens=knobs.filter_max_new_tokens,
     )

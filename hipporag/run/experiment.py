@@ -25,6 +25,7 @@ from hipporag.index.embed import EmbeddingCache, build_embedder, truncation_chec
 from hipporag.index.openie import build_extractor
 from hipporag.llm.backends import build_llm
 from hipporag.llm.reader import read, reader_contexts
+from hipporag.prompts.loading import shipped
 from hipporag.retrieval.methods import RetrievalContext, get_method
 from hipporag.retrieval.ranking_cache import (
     llm_key,
@@ -44,11 +45,13 @@ log = logging.getLogger(__name__)
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock")
 
 
-def key_values(knobs, method: Configured, llm, embedder) -> dict:
+def key_values(knobs, method: Configured, llm, embedder, prompts=None) -> dict:
     """What a ranking key may depend on, by name: every knob, the method's options (its config group), the
-    LLM with its decoding, the embedder's query instructions. The method's `cache_knobs` pick from it."""
+    LLM with its decoding, the filter's messages (the prompt set's `filter` role), the embedder's query
+    instructions. The method's `cache_knobs` pick from it."""
     return {
         **knobs.values(),
+        "filter_messages": (prompts or shipped()).filter.digest,
         "method_options": method.as_dict(),
         "llm": llm_key(llm),
         "query_instructions": embedder.query_instructions(),
@@ -86,6 +89,7 @@ def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_
             inputs.append(str(part.path))  # an imported OpenIE file
     if settings.knobs.filter_prompt:
         inputs.append(str(settings.knobs.filter_prompt))
+    inputs.append(settings.prompts.origin)  # the prompt set's file, by digest
     seeds = {"bootstrap": M.BOOTSTRAP_SEED}
     for method in settings.methods_to_run():
         if hasattr(method.options, "seed"):
@@ -132,14 +136,16 @@ def run_experiment(
 
     # models load lazily: a fully cached run never loads one
     llm = build_llm(settings.llm, cache_dir, fail_fast=knobs.fail_on_llm_error)
-    extractor = build_extractor(settings.extractor, llm)
+    extractor = build_extractor(settings.extractor, llm, settings.prompts)
     embedder = build_embedder(settings.embedder)
     t0 = time.perf_counter()
     index, report = build_index(passages, extractor, embedder, knobs, cache_dir)
     timings["index_s"] = time.perf_counter() - t0
 
     embeddings = EmbeddingCache(embedder, cache_dir)
-    ctx = RetrievalContext(index=index, embeddings=embeddings, knobs=knobs, llm=llm, cache_dir=cache_dir)
+    ctx = RetrievalContext(
+        index=index, embeddings=embeddings, knobs=knobs, llm=llm, cache_dir=cache_dir, prompts=settings.prompts
+    )
     queries = dataset.queries
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
@@ -147,7 +153,7 @@ def run_experiment(
     for method in settings.methods_to_run():
         name = method.name
         t0 = time.perf_counter()
-        rkey = ranking_key(index.key, name, key_values(knobs, method, llm, embedder), questions)
+        rkey = ranking_key(index.key, name, key_values(knobs, method, llm, embedder, settings.prompts), questions)
         if rkey and not index.complete:
             log.warning(
                 "Rankings (%s): computed on this run's incomplete graph, neither loaded from nor stored in the cache",
@@ -172,7 +178,9 @@ def run_experiment(
         contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
         t0 = time.perf_counter()
         raw, answers, read_errors = (
-            read(llm, queries, contexts, settings.reader, stage=f"reader/{name}") if knobs.read else (None, None, None)
+            read(llm, queries, contexts, settings.prompts.reader, settings.reader, stage=f"reader/{name}")
+            if knobs.read
+            else (None, None, None)
         )
         t_read = time.perf_counter() - t0
         summary, records = score_method(

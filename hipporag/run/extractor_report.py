@@ -80,7 +80,7 @@ def measure_candidate(
     dataset = load_dataset(settings.dataset)
     passages = dataset.passage_texts()
     llm = build_llm(settings.llm, cache_dir, fail_fast=True)
-    extractor = build_extractor(settings.extractor, llm)
+    extractor = build_extractor(settings.extractor, llm, settings.prompts)
     extractions, stats = run_openie(passages, extractor, cache_dir)  # cached by the run: a read
     index, _ = build_index(passages, extractor, build_embedder(settings.embedder), settings.knobs, cache_dir)
     speed = {}

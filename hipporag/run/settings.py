@@ -9,7 +9,8 @@ What is checked, and where it is declared:
 - the top-level knobs: `hipporag.core.knobs.Knobs` (type, rule and class of each);
 - each config group: the registry of its kind (`dataset.source`, `method.name`, `extractor.name`,
   `embedder.backend`, `llm.backend`, `tracker.name` pick the part; the part's options dataclass checks
-  the rest); the reader: `hipporag.llm.reader.ReaderOptions`.
+  the rest); the reader: `hipporag.llm.reader.ReaderOptions`; the prompt set named by the `prompts` knob:
+  `hipporag.prompts` (read and checked here, so a bad prompt file stops the run before any work).
 The stages are handed the typed objects; the composed config itself is kept only for the run's records
 (resolved_config.yaml, the W&B config).
 """
@@ -27,6 +28,8 @@ from hipporag.index.embed import EMBEDDERS
 from hipporag.index.openie import EXTRACTORS
 from hipporag.llm.backends import LLM_BACKENDS
 from hipporag.llm.reader import ReaderOptions
+from hipporag.prompts.loading import load_prompts
+from hipporag.prompts.prompt_set import PromptSet
 from hipporag.retrieval.methods import METHODS, method_options
 from hipporag.run.tracking import TRACKERS
 
@@ -54,6 +57,7 @@ class Settings:
     llm: Configured
     reader: ReaderOptions
     tracker: Configured
+    prompts: PromptSet
 
     def methods_to_run(self) -> list[Configured]:
         """The method, then the baseline scored on the same queries."""
@@ -81,6 +85,7 @@ def load_settings(cfg: Mapping) -> Settings:
         knobs=knobs,
         baseline=_baseline(knobs, parts["method"]),
         reader=ReaderOptions.from_config(cfg["reader"]),
+        prompts=load_prompts(knobs.prompts, str(cfg["dataset"].get("name") or "")),
         **parts,
     )
 

@@ -143,10 +143,10 @@ def _stream(extractor, passages, keys, store, results, bar) -> None:
 EXTRACTORS = Registry("extractor", group="extractor", selector="name")
 
 
-def build_extractor(extractor: Configured | Mapping, llm=None) -> Extractor:
+def build_extractor(extractor: Configured | Mapping, llm=None, prompts=None) -> Extractor:
     """The extractor of the `extractor` config group (or its `Configured` form); `llm`: the run's CachedLLM,
-    for extractor=llm."""
-    return EXTRACTORS.build(extractor, llm)
+    and `prompts`: the run's prompt set (None: the shipped default), for extractor=llm."""
+    return EXTRACTORS.build(extractor, llm, prompts)
 
 
 @dataclass(frozen=True)
@@ -172,24 +172,24 @@ class ImportedOptions:
 
 # Builders import their module when called: spaCy or an LLM client load only for the extractor in use.
 @EXTRACTORS.register("llm", options=LLMExtractorOptions)
-def _llm_extractor(o: LLMExtractorOptions, llm):
+def _llm_extractor(o: LLMExtractorOptions, llm, prompts=None):
     from hipporag.index.openie.llm_extractor import LLMExtractor
 
     if llm is None:
         raise ValueError("extractor=llm needs an LLM (the llm= config group)")
-    return LLMExtractor(llm, max_new_tokens=o.max_new_tokens, batch_size=o.batch_size)
+    return LLMExtractor(llm, max_new_tokens=o.max_new_tokens, batch_size=o.batch_size, prompts=prompts)
 
 
 @EXTRACTORS.register("spacy", options=SpacyExtractorOptions)
-def _spacy_extractor(o: SpacyExtractorOptions, llm):
+def _spacy_extractor(o: SpacyExtractorOptions, llm, prompts=None):
     from hipporag.index.openie.spacy_extractor import SpacyExtractor
 
     return SpacyExtractor(model=o.model, batch_size=o.batch_size, n_process=o.n_process)
 
 
 @EXTRACTORS.register("imported", options=ImportedOptions)
-def _imported_openie(o: ImportedOptions, llm):
+def _imported_openie(o: ImportedOptions, llm, prompts=None):
     from hipporag.index.openie.imported import ImportedExtractor
 
-    fallback = o.fallback.build(llm) if o.missing == "extract" else None
+    fallback = o.fallback.build(llm, prompts) if o.missing == "extract" else None
     return ImportedExtractor(o.path, missing=o.missing, fallback=fallback, batch_size=o.batch_size)

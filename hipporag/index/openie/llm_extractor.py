@@ -1,7 +1,8 @@
 """LLM OpenIE in two steps, as HippoRAG does it: named entities first, then triples conditioned on them.
 
-The prompts are this project's own (one-shot, JSON output); PROMPT_VERSION is part of the extractor
-identity, so editing a prompt gives a new cache entry instead of mixing outputs. Responses go through
+The prompts are the `ner` and `triples` roles of the run's prompt set (`hipporag.prompts`; the shipped
+default is ours, one-shot, JSON output); their digests are part of the extractor identity, so another
+prompt gives new cache entries instead of mixing outputs. Responses go through
 the tolerant parser (`openie.parse`); what cannot be parsed is recorded on the passage with the raw
 response and counted, and the batch goes on. A backend failure (after retries) is marked transient:
 not cached, so the next run asks again.
@@ -17,59 +18,23 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from hipporag.index.openie.extraction import Extraction
 from hipporag.index.openie.parse import PARSE_VERSION, ParseResult, parse_entities, parse_triples
 from hipporag.llm.generation import Generation
-
-PROMPT_VERSION = 1
-
-NER_SYSTEM = (
-    "You find the named entities in a passage: people, places, organisations, works, events, dates and "
-    'other specific named things. Answer with JSON only: {"named_entities": ["...", ...]}.'
-)
-NER_EXAMPLE_PASSAGE = (
-    "Harbour Lane Bakery\nHarbour Lane Bakery opened in Kinsale in 1998. Its founder, Niamh Doyle, "
-    "trained in Lyon before returning to County Cork."
-)
-NER_EXAMPLE_ANSWER = json.dumps(
-    {"named_entities": ["Harbour Lane Bakery", "Kinsale", "1998", "Niamh Doyle", "Lyon", "County Cork"]}
-)
-
-TRIPLE_SYSTEM = (
-    "You turn a passage into a knowledge graph. Given the passage and its named entities, write "
-    "[subject, relation, object] triples that state the passage's facts. Each triple should contain at "
-    "least one of the named entities; replace pronouns with the names they stand for. Answer with JSON "
-    'only: {"triples": [["subject", "relation", "object"], ...]}.'
-)
-TRIPLE_EXAMPLE_ANSWER = json.dumps(
-    {
-        "triples": [
-            ["Harbour Lane Bakery", "opened in", "Kinsale"],
-            ["Harbour Lane Bakery", "opened in", "1998"],
-            ["Niamh Doyle", "founded", "Harbour Lane Bakery"],
-            ["Niamh Doyle", "trained in", "Lyon"],
-            ["Niamh Doyle", "returned to", "County Cork"],
-        ]
-    }
-)
+from hipporag.prompts.loading import shipped
+from hipporag.prompts.prompt_set import PromptSet
 
 
-def ner_messages(passage: str) -> list[dict]:
-    return [
-        {"role": "system", "content": NER_SYSTEM},
-        {"role": "user", "content": NER_EXAMPLE_PASSAGE},
-        {"role": "assistant", "content": NER_EXAMPLE_ANSWER},
-        {"role": "user", "content": passage},
-    ]
+def ner_messages(passage: str, prompts: PromptSet | None = None) -> list[dict]:
+    """The NER request for a passage: the prompt set's `ner` role (the shipped default when none is given)."""
+    return (prompts or shipped()).ner.render(passage=passage)
 
 
-def triple_messages(passage: str, entities: list[str]) -> list[dict]:
-    def user(p, ents):
-        return f"Passage:\n{p}\n\nNamed entities: {json.dumps(ents)}"
-
-    return [
-        {"role": "system", "content": TRIPLE_SYSTEM},
-        {"role": "user", "content": user(NER_EXAMPLE_PASSAGE, json.loads(NER_EXAMPLE_ANSWER)["named_entities"])},
-        {"role": "assistant", "content": TRIPLE_EXAMPLE_ANSWER},
-        {"role": "user", "content": user(passage, entities)},
-    ]
+def triple_messages(passage: str, entities: list[str], prompts: PromptSet | None = None) -> list[dict]:
+    """The triple request for a passage and its entities: the `triples` role, which may take the entities as
+    a JSON list (`named_entities`) or as the official JSON object (`named_entity_json`)."""
+    return (prompts or shipped()).triples.render(
+        passage=passage,
+        named_entities=json.dumps(entities),
+        named_entity_json=json.dumps({"named_entities": entities}),
+    )
 
 
 def _cost(ner: Generation, triples: Generation | None) -> dict:
@@ -125,14 +90,15 @@ class LLMExtractor:
     Other backends (transformers, vLLM in-process) get whole batches (`extract`): all NER answers of a
     batch, then all its triple answers, which is how those engines are fastest."""
 
-    def __init__(self, llm, max_new_tokens: int = 512, batch_size: int = 64):
+    def __init__(self, llm, max_new_tokens: int = 512, batch_size: int = 64, prompts: PromptSet | None = None):
         self.llm = llm
+        self.prompts = prompts or shipped()
         self.batch_size = batch_size  # passages committed to the cache together (batch backends)
         self.max_new_tokens = max_new_tokens
         self.identity = {
             "name": "llm",
             "llm": llm.identity,
-            "prompt_version": PROMPT_VERSION,
+            "prompts": {"ner": self.prompts.ner.digest, "triples": self.prompts.triples.digest},
             "parse_version": PARSE_VERSION,  # 2: the one official triple rule (openie.validity)
             "max_new_tokens": max_new_tokens,
             "temperature": 0.0,
@@ -149,11 +115,13 @@ class LLMExtractor:
 
     # -- batch backends
     def extract(self, passages: list[str]) -> list[Extraction]:
-        ner = self.llm.generate([ner_messages(p) for p in passages], stage="openie/ner", **self.decoding)
+        ner = self.llm.generate([ner_messages(p, self.prompts) for p in passages], stage="openie/ner", **self.decoding)
         entities = [parse_entities(g.text) for g in ner]
         asked = [i for i, g in enumerate(ner) if g.error is None]
         answers = self.llm.generate(
-            [triple_messages(passages[i], entities[i].items) for i in asked], stage="openie/triples", **self.decoding
+            [triple_messages(passages[i], entities[i].items, self.prompts) for i in asked],
+            stage="openie/triples",
+            **self.decoding,
         )
         triples: dict[int, Generation] = dict(zip(asked, answers))
         return [assemble(g, e, triples.get(i)) for i, (g, e) in enumerate(zip(ner, entities))]
@@ -165,23 +133,29 @@ class LLMExtractor:
         Answers already in the LLM cache are looked up together first (a resumed run sends only the
         requests that never completed); every new answer is committed to the cache as it arrives."""
         self._started = time.perf_counter()
-        ner_cached = self.llm.cached_many([ner_messages(p) for p in passages], "openie/ner", **self.decoding)
+        ner_cached = self.llm.cached_many(
+            [ner_messages(p, self.prompts) for p in passages], "openie/ner", **self.decoding
+        )
         entities = {i: parse_entities(g.text) for i, g in enumerate(ner_cached) if g is not None}
         known = list(entities)
         tri = self.llm.cached_many(
-            [triple_messages(passages[i], entities[i].items) for i in known], "openie/triples", **self.decoding
+            [triple_messages(passages[i], entities[i].items, self.prompts) for i in known],
+            "openie/triples",
+            **self.decoding,
         )
         tri_cached = {i: g for i, g in zip(known, tri) if g is not None}
 
         def chain(i: int) -> Extraction:
             ner = ner_cached[i]
             if ner is None:
-                ner = self.llm.generate_one(ner_messages(passages[i]), "openie/ner", lookup=False, **self.decoding)
+                ner = self.llm.generate_one(
+                    ner_messages(passages[i], self.prompts), "openie/ner", lookup=False, **self.decoding
+                )
             ents = entities.get(i) or parse_entities(ner.text)
             triples = tri_cached.get(i)
             if triples is None and ner.error is None:
                 triples = self.llm.generate_one(
-                    triple_messages(passages[i], ents.items),
+                    triple_messages(passages[i], ents.items, self.prompts),
                     "openie/triples",
                     lookup=i not in entities,
                     **self.decoding,

@@ -13,6 +13,7 @@ from hipporag.core.knobs import Knobs
 from hipporag.data.dataset import Query
 from hipporag.index.build import Index
 from hipporag.index.embed import EmbeddingCache
+from hipporag.prompts.prompt_set import PromptSet
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +35,16 @@ class Ranking:
 @dataclass
 class RetrievalContext:
     """What a method may use: the index, query embeddings through the cache, the run's typed knobs, an LLM,
-    and the run's cache folder for artefacts a method builds itself (RAPTOR's tree; None = build in memory).
-    A method's own options come to its constructor instead."""
+        the run's cache folder for artefacts a method builds itself (RAPTOR's tree; None = build in memory), and
+    the run's prompt set.
+        A method's own options come to its constructor instead."""
 
     index: Index
     embeddings: EmbeddingCache
     knobs: Knobs
     llm: object | None = None
     cache_dir: Path | None = None
+    prompts: PromptSet | None = None  # the run's prompt set (the filter's messages); None: the shipped default
 
     def query_vectors(self, queries: list[Query], mode: str) -> np.ndarray:
         prefix = self.embeddings.embedder.query_prefix(mode)

@@ -57,6 +57,7 @@ RESET_BLOCK_BYTES = 1 << 27
         "ppr_engine",
         "filter_snap_cutoff",
         "filter_prompt",
+        "filter_messages",
         "llm",
         "ppr_device",
         "filter_max_new_tokens",
@@ -173,7 +174,7 @@ class HippoRAG2Retriever:
         t_link = time.perf_counter() - t0
         t0 = time.perf_counter()
         kept: list[FilterResult] = recognition_filter(
-            p.filter, queries, [[index.facts[i] for i in c] for c in candidates], ctx.llm, p
+            p.filter, queries, [[index.facts[i] for i in c] for c in candidates], ctx.llm, p, ctx.prompts
         )
         t_filter = time.perf_counter() - t0
         ent_index = {e: i for i, e in enumerate(index.entities)}

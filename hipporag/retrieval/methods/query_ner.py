@@ -28,7 +28,7 @@ def spacy_query_entities(questions: list[str]) -> list[list[str]]:
 
 
 def llm_query_entities(questions: list[str], llm) -> list[list[str]]:
-    from hipporag.index.openie.llm_extractor import ner_messages
+    from hipporag.index.openie.llm_extractor import ner_messages  # the shipped set's NER prompt, on a question
     from hipporag.index.openie.parse import parse_entities
 
     responses = llm.generate([ner_messages(q) for q in questions], stage="query_ner", max_new_tokens=128)

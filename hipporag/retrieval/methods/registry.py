@@ -34,7 +34,11 @@ from dataclasses import dataclass, field
 from hipporag.core.paths import group_config
 from hipporag.core.registry import Configured, Part, Registry, options_dict
 
-LLM_KNOBS = ("llm", "filter_max_new_tokens")  # enter a ranking key only while the method uses the LLM
+LLM_KNOBS = (
+    "llm",
+    "filter_max_new_tokens",
+    "filter_messages",
+)  # enter a ranking key only while the method uses the LLM
 
 
 def _never(values: dict) -> bool:
