@@ -1,0 +1,291 @@
+"""Prompt sets from a checkout of the official HippoRAG that the user has (`import-official`).
+
+Why: the papers' QA numbers were produced with the official prompts, which this repository does not
+ship (their text is the official project's). This reads them from the user's checkout and writes them
+in our prompt-set layout, one file per dataset, so that `prompts=FOLDER` sends exactly what the official
+code sends. What is read, and how it maps:
+
+- `src/hipporag/prompts/templates/*.py`: each module's `prompt_template`, executed as the official
+  PromptTemplateManager loads it (inside a private package named after nothing of ours, the checkout's
+  own `hipporag/__init__.py` not run), so `str.format` conversions and imports between templates give the
+  very Template text the official code renders;
+- `rag_qa_{dataset}` -> the `reader` role, its `${prompt_user}` turned into the official HippoRAG.qa
+  assembly (`Wikipedia Title: {passage}\\n\\n` per passage, then `Question: {question}\\nThought: `) and
+  the official answer rule (`first`); a dataset without its own template gets `rag_qa_musique`, as there;
+- `ner`, `triple_extraction` -> `ner`, `triples`; `ircot_{dataset}` -> `ircot`;
+- the DSPy filter: the program JSON the official experiments load (`--filter-program`, default
+  `dspy_prompts/filter_llama3.3-70B-Instruct.json`) with the input/output field templates of
+  `rerank.py`'s DSPyFilter (read from its source as literals, not run), rendered as DSPyFilter renders.
+
+Each file records the checkout's commit and the sha256 of every file read.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import json
+import string
+import subprocess
+import sys
+import types
+import uuid
+from pathlib import Path
+
+from hipporag.core.errors import UserError
+from hipporag.prompts.prompt_set import escape, parse_prompt_set
+
+REPOSITORY = "OSU-NLP-Group/HippoRAG"
+DEFAULT_FILTER_PROGRAM = "dspy_prompts/filter_llama3.3-70B-Instruct.json"
+READER_USER = "${passages}Question: ${question}\nThought: "  # HippoRAG.qa's prompt_user, as a template
+READER_PASSAGE = "Wikipedia Title: ${passage}\n\n"
+# the lines of HippoRAG.qa that assemble prompt_user (checked in the checkout, so a change there is noticed)
+ASSEMBLY_LINES = ("f'Wikipedia Title: {passage}\\n\\n'", "'Question: ' + query_solution.question + '\\nThought: '")
+
+
+class ImportOfficialError(UserError, ValueError):
+    hint = "point it at a checkout of https://github.com/OSU-NLP-Group/HippoRAG (its main branch)"
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def package_root(checkout: Path) -> Path:
+    root = checkout / "src" / "hipporag"
+    if not (root / "prompts" / "templates").is_dir():
+        raise ImportOfficialError(f"{checkout}: no src/hipporag/prompts/templates/ (not an official HippoRAG checkout)")
+    return root
+
+
+def _private_package(root: Path) -> str:
+    """A package name bound to the checkout's `src/hipporag` without running its `__init__` files (they load
+    the whole official system); the templates' relative imports resolve inside it."""
+    name = f"_official_hipporag_{uuid.uuid4().hex[:8]}"
+    for sub in ("", "prompts", "prompts.templates", "utils"):
+        module = types.ModuleType(f"{name}.{sub}".rstrip("."))
+        module.__path__ = [str(root.joinpath(*sub.split(".")) if sub else root)]
+        sys.modules[module.__name__] = module
+    return name
+
+
+def _template_text(content, where: str) -> str:
+    if isinstance(content, string.Template):
+        return content.template
+    if isinstance(content, str):
+        return content
+    raise ImportOfficialError(f"{where}: a content that is neither a str nor a Template ({type(content).__name__})")
+
+
+def load_templates(root: Path) -> tuple[dict[str, list[dict]], list[Path]]:
+    """Every template of the checkout: {name: [{role, content (Template text)}]}, and the files read."""
+    package = _private_package(root)
+    folder = root / "prompts" / "templates"
+    templates, files = {}, []
+    try:
+        for path in sorted(folder.glob("*.py")):
+            if path.name == "__init__.py":
+                continue
+            where = str(path)
+            try:
+                module = importlib.import_module(f"{package}.prompts.templates.{path.stem}")
+            except ModuleNotFoundError as e:
+                if (e.name or "").startswith(package + "."):
+                    missing = e.name[len(package) + 1 :]
+                    raise ImportOfficialError(f"{where}: it imports {missing}, which the checkout lacks") from e
+                raise ImportOfficialError(
+                    f"{where}: loading it needs the module {e.name!r}", hint=f"pip install {e.name}"
+                ) from e
+            except Exception as e:  # the file is the user's: any failure is one line naming it
+                raise ImportOfficialError(f"{where}: cannot be loaded: {type(e).__name__}: {e}") from e
+            template = getattr(module, "prompt_template", None)
+            if isinstance(template, (str, string.Template)):
+                turns = [{"role": "user", "content": _template_text(template, where)}]
+            elif isinstance(template, list) and all(
+                isinstance(t, dict) and {"role", "content"} <= set(t) for t in template
+            ):
+                turns = [{"role": str(t["role"]), "content": _template_text(t["content"], where)} for t in template]
+            else:
+                raise ImportOfficialError(f"{where}: no prompt_template (a str, a Template or a chat list)")
+            templates[path.stem] = turns
+            files.append(path)
+    finally:
+        for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
+            del sys.modules[key]
+    # helpers the templates imported (llm_utils, ...) were read too
+    files += [p for p in (root / "utils" / "llm_utils.py", root / "utils" / "config_utils.py") if p.is_file()]
+    return templates, files
+
+
+def _format_to_template(text: str, names: set[str], where: str) -> str:
+    """A `str.format` text with the given fields as Template text (literal parts escaped)."""
+    out = []
+    for literal, field, spec, conversion in string.Formatter().parse(text):
+        out.append(escape(literal))
+        if field is None:
+            continue
+        if field not in names or spec or conversion:
+            raise ImportOfficialError(f"{where}: an unexpected field {{{field}}} in a DSPy field template")
+        out.append(f"${{{field}}}")
+    return "".join(out)
+
+
+def dspy_field_templates(rerank: Path) -> tuple[str, str]:
+    """DSPyFilter's `one_input_template` and `one_output_template`, read from rerank.py as literals."""
+    try:
+        tree = ast.parse(rerank.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError) as e:
+        raise ImportOfficialError(f"{rerank}: cannot be read: {e}") from e
+    found = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and target.attr in ("one_input_template", "one_output_template"):
+                    found[target.attr] = node.value.value
+    if set(found) != {"one_input_template", "one_output_template"}:
+        raise ImportOfficialError(f"{rerank}: no DSPyFilter one_input_template / one_output_template literals")
+    return found["one_input_template"], found["one_output_template"]
+
+
+def filter_role(root: Path, program: str) -> tuple[dict, list[Path]]:
+    """The official filter's messages: the DSPy program's system text and demos, rendered as DSPyFilter does,
+    then the query turn with `${question}` and `${fact_before_filter}`."""
+    path = root / "prompts" / program
+    rerank = root / "rerank.py"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        system, demos = saved["prog"]["system"], saved["prog"]["demos"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ImportOfficialError(f"{path}: not a DSPy-saved filter program (prog.system, prog.demos): {e}") from e
+    one_in, one_out = dspy_field_templates(rerank)
+    turns = [{"role": "system", "content": escape(system)}]
+    for demo in demos:
+        turns.append(
+            {
+                "role": "user",
+                "content": escape(
+                    one_in.format(question=demo["question"], fact_before_filter=demo["fact_before_filter"])
+                ),
+            }
+        )
+        turns.append(
+            {"role": "assistant", "content": escape(one_out.format(fact_after_filter=demo["fact_after_filter"]))}
+        )
+    turns.append(
+        {"role": "user", "content": _format_to_template(one_in, {"question", "fact_before_filter"}, str(rerank))}
+    )
+    return {"messages": turns}, [path, rerank]
+
+
+def reader_role(turns: list[dict], name: str) -> dict:
+    """A `rag_qa_*` template as the reader role: `${prompt_user}` becomes HippoRAG.qa's assembly."""
+    out, replaced = [], 0
+    for t in turns:
+        content = t["content"]
+        for token in ("${prompt_user}", "$prompt_user"):
+            replaced += content.count(token)
+            content = content.replace(token, READER_USER)
+        out.append({"role": t["role"], "content": content})
+    if replaced != 1:
+        raise ImportOfficialError(f"template {name}: expected one ${{prompt_user}} placeholder, found {replaced}")
+    return {"messages": out, "passage": READER_PASSAGE, "answer": "first"}
+
+
+def commit_of(checkout: Path) -> str:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"
+
+
+def official_sets(checkout: Path, program: str = DEFAULT_FILTER_PROGRAM) -> dict[str, dict]:
+    """{dataset: prompt set as a mapping} for every dataset the checkout has a `rag_qa_` or `ircot_` template for."""
+    checkout = Path(checkout).expanduser().resolve()
+    root = package_root(checkout)
+    templates, files = load_templates(root)
+    for needed in ("ner", "triple_extraction", "rag_qa_musique"):
+        if needed not in templates:
+            raise ImportOfficialError(f"{root / 'prompts' / 'templates'}: no {needed}.py template")
+    flt, more = filter_role(root, program)
+    files += more
+    qa_source = root / "HippoRAG.py"
+    assembly_checked = qa_source.is_file() and all(
+        line in qa_source.read_text(encoding="utf-8") for line in ASSEMBLY_LINES
+    )
+    if qa_source.is_file():
+        files.append(qa_source)
+    datasets = sorted(
+        {n.split("_", 2)[2] for n in templates if n.startswith("rag_qa_")}
+        | {n[6:] for n in templates if n.startswith("ircot_")}
+    )
+    commit = commit_of(checkout)
+    digests = {str(p.relative_to(checkout)): _sha256(p) for p in dict.fromkeys(files)}
+    out = {}
+    for dataset in datasets:
+        qa = f"rag_qa_{dataset}" if f"rag_qa_{dataset}" in templates else "rag_qa_musique"
+        data = {
+            "name": f"official_{dataset}",
+            "source": {
+                "repository": REPOSITORY,
+                "checkout": str(checkout),
+                "commit": commit,
+                "reader_template": qa,
+                "ircot_template": f"ircot_{dataset}" if f"ircot_{dataset}" in templates else None,
+                "filter_program": program,
+                "reader_assembly_checked": assembly_checked,
+                "files": digests,
+            },
+            "reader": reader_role(templates[qa], qa),
+            "ner": {"messages": templates["ner"]},
+            "triples": {"messages": templates["triple_extraction"]},
+            "filter": flt,
+        }
+        if f"ircot_{dataset}" in templates:
+            data["ircot"] = {"messages": templates[f"ircot_{dataset}"]}
+        parse_prompt_set(data, f"the official {dataset} prompts")  # never write a set a run would refuse
+        out[dataset] = data
+    return out
+
+
+def _dumper():
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper, s):
+        multi = "\n" in s or s != s.strip()
+        return dumper.represent_scalar("tag:yaml.org,2002:str", s, style='"' if multi else None)
+
+    Dumper.add_representer(str, text)
+    return Dumper
+
+
+def write_sets(sets: dict[str, dict], out_dir: Path, force: bool = False) -> list[Path]:
+    """One YAML file per dataset in `out_dir`, each read back and compared (the YAML round trip is exact)."""
+    import yaml
+
+    out_dir = Path(out_dir).expanduser()
+    clashes = [out_dir / f"{d}.yaml" for d in sets if (out_dir / f"{d}.yaml").exists()]
+    if clashes and not force:
+        raise ImportOfficialError(f"{clashes[0]} exists", hint="choose an empty folder, or pass --force to replace")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    header = (
+        "# Written by `python -m hipporag.prompts import-official` from the checkout named under `source`;\n"
+        "# the text is the official HippoRAG's (not this project's). Use it with `prompts=<this folder>`.\n"
+    )
+    for dataset, data in sets.items():
+        path = out_dir / f"{dataset}.yaml"
+        path.write_text(
+            header + yaml.dump(data, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=10**9),
+            encoding="utf-8",
+        )
+        if yaml.safe_load(path.read_text(encoding="utf-8")) != data:
+            raise ImportOfficialError(f"{path}: the YAML written does not read back as the official text")
+        written.append(path)
+    return written

@@ -1,0 +1,203 @@
+"""`python -m hipporag.prompts import-official` on a template tree in the official layout, written here.
+
+The tree's texts are this test's own (the official ones are never in this repository); its structure is
+the official one: templates as Python modules with a `prompt_template`, one importing another and a
+helper of `utils/`, `str.format` text converted to Template text, `$$` escapes, a DSPy program JSON and
+DSPyFilter's field templates in rerank.py, and a package `__init__` that must not run.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+
+from hipporag.prompts.__main__ import main
+from hipporag.prompts.loading import load_prompts
+from hipporag.prompts.official import official_sets
+from hipporag.run.settings import compose, load_settings
+
+QA = """
+docs = "Wikipedia Title: Alpha\\nAlpha costs $$5.\\nWikipedia Title: Beta\\nBeta is blue."
+prompt_template = [
+    {"role": "system", "content": "Read, then answer after 'Answer:'."},
+    {"role": "user", "content": docs + "\\n\\nQuestion: What is blue?\\nThought: "},
+    {"role": "assistant", "content": "Beta is blue.\\nAnswer: Beta"},
+    {"role": "user", "content": "${prompt_user}"},
+]
+"""
+NER = """
+demo = "Gamma\\nGamma met Delta in 1999."
+demo_out = '{"named_entities": ["Gamma", "Delta", "1999"]}'
+prompt_template = [
+    {"role": "system", "content": "List the names."},
+    {"role": "user", "content": demo},
+    {"role": "assistant", "content": demo_out},
+    {"role": "user", "content": "${passage}"},
+]
+"""
+TRIPLES = """
+from .ner import demo, demo_out
+from ...utils.llm_utils import to_template
+
+frame = "Text:\\n{passage}\\n\\n{named_entity_json}\\n"
+prompt_template = [
+    {"role": "system", "content": "Write triples."},
+    {"role": "user", "content": frame.format(passage=demo, named_entity_json=demo_out)},
+    {"role": "assistant", "content": '{"triples": [["Gamma", "met", "Delta"]]}'},
+    {"role": "user", "content": to_template(frame)},
+]
+"""
+UTILS = """
+import re
+
+
+def to_template(text):
+    return re.sub(r"\\{(\\w+)\\}", lambda m: "${" + m.group(1) + "}", text)
+"""
+IRCOT = """
+prompt_template = [{"role": "system", "content": "Think step by step."}, {"role": "user", "content": "${prompt_user}"}]
+"""
+RERANK = '''
+class DSPyFilter:
+    def __init__(self):
+        self.one_input_template = """<q>\\n{question}\\n<facts>\\n{fact_before_filter}\\n$ done"""
+        self.one_output_template = """<kept>\\n{fact_after_filter}"""
+'''
+QA_CODE = """
+            for passage in retrieved_passages:
+                prompt_user += f'Wikipedia Title: {passage}\\n\\n'
+            prompt_user += 'Question: ' + query_solution.question + '\\nThought: '
+"""
+PROGRAM = {
+    "prog": {
+        "system": "Keep the facts that matter.",
+        "demos": [
+            {
+                "question": "Who?",
+                "fact_before_filter": '{"fact": [["a", "b", "c"]]}',
+                "fact_after_filter": '{"fact": []}',
+            }
+        ],
+    }
+}
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    root = tmp_path / "HippoRAG" / "src" / "hipporag"
+    templates = root / "prompts" / "templates"
+    templates.mkdir(parents=True)
+    (root / "utils").mkdir()
+    (root / "prompts" / "dspy_prompts").mkdir()
+    (root / "__init__.py").write_text("raise ImportError('the package __init__ must not run')\n")
+    (root / "prompts" / "__init__.py").write_text("raise ImportError('nor this one')\n")
+    (root / "utils" / "__init__.py").write_text("raise ImportError('nor this one')\n")
+    (templates / "__init__.py").write_text("")
+    for name, text in {"rag_qa_musique": QA, "ner": NER, "triple_extraction": TRIPLES, "ircot_hotpotqa": IRCOT}.items():
+        (templates / f"{name}.py").write_text(text)
+    (root / "utils" / "llm_utils.py").write_text(UTILS)
+    (root / "rerank.py").write_text(RERANK)
+    (root / "HippoRAG.py").write_text(QA_CODE)
+    (root / "prompts" / "dspy_prompts" / "filter_llama3.3-70B-Instruct.json").write_text(json.dumps(PROGRAM))
+    return tmp_path / "HippoRAG"
+
+
+def official_reader(question, passages):
+    """What the official code would send, computed here from the tree's template the official way."""
+    turns = [
+        ("system", "Read, then answer after 'Answer:'."),
+        (
+            "user",
+            "Wikipedia Title: Alpha\nAlpha costs $$5.\nWikipedia Title: Beta\nBeta is blue.\n\nQuestion: What is blue?\nThought: ",
+        ),
+        ("assistant", "Beta is blue.\nAnswer: Beta"),
+        ("user", "${prompt_user}"),
+    ]
+    prompt_user = "".join(f"Wikipedia Title: {p}\n\n" for p in passages) + "Question: " + question + "\nThought: "
+    return [{"role": r, "content": string.Template(t).substitute(prompt_user=prompt_user)} for r, t in turns]
+
+
+def test_import_writes_one_set_per_dataset_template_that_renders_as_the_official_code(checkout, tmp_path, capsys):
+    out = tmp_path / "prompts"
+    assert main(["import-official", str(checkout), str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| hotpotqa.yaml | rag_qa_musique | ircot_hotpotqa |" in printed and f"prompts={out}" in printed
+    assert sorted(p.name for p in out.iterdir()) == ["hotpotqa.yaml", "musique.yaml"]
+
+    musique = load_settings(compose("dataset=musique_train", f"prompts={out}")).prompts
+    question, passages = "Who costs $5 in ${year}?", ["Alpha\nAlpha costs $5.", "Beta\nBeta is blue."]
+    assert musique.reader.messages(question, passages) == official_reader(question, passages)
+    assert musique.reader.messages(question, passages)[1]["content"].count("$5.") == 1  # `$$` rendered as `$`
+    assert musique.reader.answer == "first" and musique.ircot is None
+    ents = ["Epsilon", "Zeta"]
+    assert musique.triples.render(
+        passage="P", named_entities="-", named_entity_json=json.dumps({"named_entities": ents})
+    )[-1] == {
+        "role": "user",
+        "content": 'Text:\nP\n\n{"named_entities": ["Epsilon", "Zeta"]}\n',
+    }
+    assert musique.ner.render(passage="Eta $x")[-1]["content"] == "Eta $x"
+    flt = musique.filter.render(question="Q?", facts="-", fact_before_filter='{"fact": []}')
+    assert flt == [
+        {"role": "system", "content": "Keep the facts that matter."},
+        {"role": "user", "content": '<q>\nWho?\n<facts>\n{"fact": [["a", "b", "c"]]}\n$ done'},
+        {"role": "assistant", "content": '<kept>\n{"fact": []}'},
+        {"role": "user", "content": '<q>\nQ?\n<facts>\n{"fact": []}\n$ done'},
+    ]
+    source = musique.source
+    assert source["reader_template"] == "rag_qa_musique" and source["reader_assembly_checked"] is True
+    assert (
+        "src/hipporag/prompts/templates/ner.py" in source["files"]
+        and len(source["files"]["src/hipporag/rerank.py"]) == 64
+    )
+
+    hotpot = load_prompts(str(out), "hotpotqa")  # no rag_qa_hotpotqa: MuSiQue's reader, as officially
+    assert hotpot.reader.turns == musique.reader.turns and hotpot.ircot.turns[0] == ("system", "Think step by step.")
+    assert main(["import-official", str(checkout), str(out)]) == 2  # never overwrites without --force
+    assert "hotpotqa.yaml exists (hint: choose an empty folder, or pass --force" in capsys.readouterr().err
+    assert main(["import-official", str(checkout), str(out), "--force"]) == 0
+
+
+@pytest.mark.parametrize(
+    "breakage, says",
+    [
+        (
+            lambda root: (root / "prompts" / "templates" / "ner.py").write_text("prompt_template = 3\n"),
+            "ner.py: no prompt_template",
+        ),
+        (
+            lambda root: (root / "prompts" / "templates" / "ner.py").write_text("import not_a_module_here\n"),
+            "ner.py: loading it needs the module 'not_a_module_here'",
+        ),
+        (
+            lambda root: (root / "prompts" / "templates" / "ner.py").unlink(),
+            "triple_extraction.py: it imports prompts.templates.ner, which the checkout lacks",
+        ),
+        (lambda root: (root / "rerank.py").write_text("x = 1\n"), "rerank.py: no DSPyFilter one_input_template"),
+        (
+            lambda root: (root / "prompts" / "templates" / "rag_qa_musique.py").write_text(
+                "prompt_template = [{'role': 'user', 'content': 'no slot'}]\n"
+            ),
+            "expected one ${prompt_user} placeholder, found 0",
+        ),
+    ],
+)
+def test_a_checkout_that_is_not_as_expected_is_refused_in_one_line(checkout, tmp_path, capsys, breakage, says):
+    breakage(checkout / "src" / "hipporag")
+    assert main(["import-official", str(checkout), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_not_a_checkout(tmp_path, capsys):
+    assert main(["import-official", str(tmp_path), str(tmp_path / "out")]) == 2
+    assert "no src/hipporag/prompts/templates/ (not an official HippoRAG checkout)" in capsys.readouterr().err
+
+
+def test_the_sets_do_not_depend_on_where_the_checkout_was_imported_from(checkout):
+    """Two imports of one tree (private packages of their own) give the same prompts."""
+    a, b = official_sets(checkout), official_sets(checkout)
+    assert a == b
