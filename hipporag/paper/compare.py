@@ -26,8 +26,10 @@ import yaml
 from hipporag.core.paths import CONF_DIR
 from hipporag.paper.numbers import (
     DATASET_LABELS,
+    METRICS,
     PAPER_SETS,
     PAPERS,
+    QA_METRICS,
     TABLES,
     PaperNumbersError,
     Table,
@@ -36,6 +38,7 @@ from hipporag.paper.numbers import (
     load_table,
     numbers_dir,
     paper_dataset,
+    qa_setting,
 )
 from hipporag.retrieval.methods import METHODS
 from hipporag.run.blocks import upsert_block
@@ -146,7 +149,21 @@ def our_setting(method: str, cfg: dict) -> dict:
         llm_used = str(llm)
     else:
         llm_used = ""
-    return {"retriever": retriever, "extractor": extractor, "llm": llm_used}
+    return {"retriever": retriever, "extractor": extractor, "llm": llm_used, **reader_setting(cfg)}
+
+
+def reader_setting(cfg: dict) -> dict:
+    """How our job read (for the QA tables): `read`, the reader LLM (the `llm` group), `qa_top_k` and the prompt
+    set (the `prompts` knob, or a `prompts` group's `name`; "default" when neither is recorded)."""
+    prompts = cfg.get("prompts")
+    if isinstance(prompts, dict):
+        prompts = prompts.get("name")
+    return {
+        "read": bool(cfg.get("read", True)),
+        "reader": str((cfg.get("llm") or {}).get("model", "?")),
+        "qa_top_k": cfg.get("qa_top_k"),
+        "prompts": str(prompts) if prompts else "default",
+    }
 
 
 def _norm(name: str) -> str:
@@ -180,7 +197,7 @@ def load_rows(sweep_dir: Path, table: Table) -> list[OurRow]:
                 dataset=str(metrics.get("dataset") or (cfg.get("dataset") or {}).get("name")),
                 n_queries=m.get("n_queries", metrics.get("n_queries")),
                 n_passages=(metrics.get("index") or {}).get("passages"),
-                metrics={k: m.get(k) for k in ("recall@2", "recall@5")},
+                metrics={k: m.get(k) for k in METRICS},  # fractions 0..1, as recall
                 setting=our_setting(method, cfg),
                 switches=_changed_switches(method, cfg),
             )
@@ -249,8 +266,13 @@ def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table
         out.append(f"{label} {ours} vs {theirs}")
     if table.by == "ablation" and row.switches:
         out.append("ours: " + ", ".join(f"{k}={v}" for k, v in row.switches.items()))
-    if paper.get("notes"):
-        out.append(f"paper: {paper['notes']}")
+    qa = qa_setting(paper) if paper.get("metric") in QA_METRICS else None
+    notes = paper.get("notes", "")
+    if qa:
+        out += _reader_differences(row.setting, qa)
+        notes = notes.split(";", 3)[3].strip() if notes.count(";") >= 3 else ""  # the rest, after the QA setting
+    if notes:
+        out.append(f"paper: {notes}")
     sets = PAPER_SETS[table.paper].get(dataset)
     theirs = f"{sets[0]:,} questions, {sets[1]:,} passages" if sets else "size not recorded"
     ours = ", ".join(
@@ -262,6 +284,21 @@ def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table
         if x
     )
     out.append(f"data: {row.dataset} ({ours}; {note}) vs the paper's {DATASET_LABELS.get(dataset, dataset)} ({theirs})")
+    return out
+
+
+def _reader_differences(ours: dict, paper) -> list[str]:
+    """Reader LLM, passages read and prompt, ours vs the paper's QA row (`numbers.qa_setting`)."""
+    if not ours.get("read", True):
+        return ["ours: read=false (no answers, so no EM / F1)"]
+    out = []
+    if _norm(ours.get("reader", "")) != _norm(paper.reader):
+        out.append(f"reader LLM {ours.get('reader')} vs {paper.reader}")
+    if paper.passages is None:
+        out.append(f"reader context: our top {ours.get('qa_top_k')} passages vs the paper's own context for this row")
+    elif ours.get("qa_top_k") != paper.passages:
+        out.append(f"qa_top_k {ours.get('qa_top_k')} vs the paper's top {paper.passages} passages")
+    out.append(f"reader prompt: ours `{ours.get('prompts')}` vs the paper's: {paper.prompt}")
     return out
 
 
@@ -311,7 +348,7 @@ def compare(
     table = find_table(name)
     paper_rows = load_table(table, numbers)
     source = numbers_dir(numbers) / f"{table.file_stem}.csv"
-    metrics = list(dict.fromkeys(p["metric"] for p in paper_rows))
+    metrics = [m for m in METRICS if any(p["metric"] == m for p in paper_rows)]
     rows = load_rows(sweep_dir, table)
     if paper_dataset_name and paper_dataset_name not in PAPER_SETS[table.paper]:
         raise ReproduceError(
@@ -373,12 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--table",
         help="paper table, when the sweep was not run with +experiment=NAME "
-        "(table3_methods, table4_ablations, table5_passage_node_weight, v1_table2, v1_table5)",
+        "(table2_qa, table3_methods, table4_ablations, table5_passage_node_weight, v1_table2, v1_table4_qa, v1_table5)",
     )
     ap.add_argument(
         "--paper-dataset",
         help="compare with this paper dataset whatever ours is "
-        "(musique, 2wikimultihopqa, hotpotqa, nq, popqa), e.g. for the demo corpus",
+        "(musique, 2wikimultihopqa, hotpotqa, nq, popqa, lveval, narrativeqa), e.g. for the demo corpus",
     )
     ap.add_argument(
         "--write", type=Path, metavar="FILE", help="also put the table in a marked block of this markdown file"

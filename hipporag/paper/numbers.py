@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,9 @@ COLUMNS = (
     "source",
 )
 REQUIRED = ("paper", "table", "paper_row", "method", "dataset", "metric", "value", "primary", "source")
+# The metrics the tables print, in the order a comparison shows them; EM and F1 rows also say how the QA was run.
+METRICS = ("recall@2", "recall@5", "em", "f1")
+QA_METRICS = ("em", "f1")
 
 PAPERS = {
     "hipporag2": "HippoRAG 2 (Gutiérrez et al. 2025, arXiv:2502.14802)",
@@ -56,10 +60,15 @@ class Table:
     by: str  # "method" | "ablation" | "knob"
     title: str
     knob: str | None = None
+    also: tuple[str, ...] = ()  # other tables of the paper whose rows this table's file holds (Table 2's EM: Table 8)
 
     @property
     def file_stem(self) -> str:
         return f"{self.paper}_table{self.table}"
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return (self.table, *self.also)
 
 
 # Experiment presets (experiments/*.yaml) and the paper table each reproduces; the file stems work as names too.
@@ -69,7 +78,11 @@ TABLES = {
     "table5_passage_node_weight": Table(
         "hipporag2", "5", "knob", "Table 5: passage node weight, passage recall@5", knob="passage_node_weight"
     ),
+    "table2_qa": Table(
+        "hipporag2", "2", "method", "Table 2: QA F1 (EM from Table 8), Llama-3.3-70B-Instruct reader", also=("8",)
+    ),
     "v1_table2": Table("hipporag_v1", "2", "method", "Table 2: single-step retrieval, R@2 / R@5"),
+    "v1_table4_qa": Table("hipporag_v1", "4", "method", "Table 4: QA EM / F1"),
     "v1_table5": Table("hipporag_v1", "5", "ablation", "Table 5: dissecting HippoRAG, R@2 / R@5"),
 }
 TABLES["passage_node_weight"] = TABLES["table5_passage_node_weight"]
@@ -91,6 +104,8 @@ PAPER_SETS = {
         "musique": (1000, 11656),
         "2wikimultihopqa": (1000, 6119),
         "hotpotqa": (1000, 9811),
+        "lveval": (124, 22849),
+        "narrativeqa": (293, 4111),
     },
     "hipporag_v1": {"musique": (1000, 11656), "2wikimultihopqa": (1000, 6119), "hotpotqa": (1000, 9221)},
 }
@@ -100,7 +115,10 @@ DATASET_LABELS = {
     "musique": "MuSiQue",
     "2wikimultihopqa": "2Wiki",
     "hotpotqa": "HotpotQA",
+    "lveval": "LV-Eval",
+    "narrativeqa": "NarrativeQA",
 }
+DATASETS = (*DATASET_LABELS, "average")  # what a paper-number row's `dataset` may be ("average": the paper's Avg)
 
 # Our dataset names -> (paper dataset, what our data is relative to the paper's).
 OUR_DATASETS = {
@@ -126,6 +144,9 @@ _PREFIXES = (
     ("hotpotqa", "hotpotqa"),
     ("nq", "nq"),
     ("popqa", "popqa"),
+    ("lveval", "lveval"),
+    ("lv_eval", "lveval"),
+    ("narrativeqa", "narrativeqa"),
 )
 
 
@@ -146,6 +167,28 @@ def dataset_description(ours: str) -> str:
     if ours == "demo":
         return "the project's invented demo corpus, with no counterpart in the papers"
     return f"no paper dataset is known for {ours!r}"
+
+
+@dataclass(frozen=True)
+class QASetting:
+    """How a paper's QA row was read: the reader LLM, how many passages it was given (None: not passages, e.g.
+    GraphRAG's own context), and the prompt, as the paper describes it."""
+
+    reader: str
+    passages: int | None
+    prompt: str
+
+
+_QA_NOTES = re.compile(r"^reader: (?P<reader>[^;]+); passages: (?P<passages>\d+|none); prompt: (?P<prompt>[^;]+)(;|$)")
+
+
+def qa_setting(row: dict) -> QASetting | None:
+    """The QA setting an EM / F1 row's notes open with (`reader: M; passages: K; prompt: P; ...`), else None."""
+    match = _QA_NOTES.match(row.get("notes") or "")
+    if not match:
+        return None
+    passages = match["passages"]
+    return QASetting(match["reader"].strip(), None if passages == "none" else int(passages), match["prompt"].strip())
 
 
 def numbers_dir(configured: str | Path | None = None) -> Path:
@@ -187,6 +230,14 @@ def load_file(path: Path) -> list[dict]:
                 raise _record_error(path, line, f"primary must be yes or no, got {row['primary']!r}")
             if row["knob"] and not row["knob_value"]:
                 raise _record_error(path, line, f"knob {row['knob']} without a knob_value")
+            if row["metric"] not in METRICS:
+                raise _record_error(path, line, f"metric {row['metric']!r} is not one of {', '.join(METRICS)}")
+            if row["dataset"] not in DATASETS:
+                raise _record_error(path, line, f"dataset {row['dataset']!r} is not one of {', '.join(DATASETS)}")
+            if row["metric"] in QA_METRICS and qa_setting(row) is None:
+                raise _record_error(
+                    path, line, "an EM / F1 row's notes must open with 'reader: MODEL; passages: K|none; prompt: TEXT'"
+                )
             rows.append({**row, "value": value, "line": line, "file": path})
     if not rows:
         raise PaperNumbersError(f"{path}: no rows")
@@ -200,11 +251,11 @@ def load_table(table: Table, directory: str | Path | None = None) -> list[dict]:
         raise PaperNumbersError(f"{path}: the paper numbers for {PAPERS[table.paper]} {table.title} are missing")
     rows = load_file(path)
     for row in rows:
-        if (row["paper"], row["table"]) != (table.paper, table.table):
+        if row["paper"] != table.paper or row["table"] not in table.tables:
             raise _record_error(
                 path,
                 row["line"],
-                f"paper/table {row['paper']}/{row['table']} in the file of {table.paper}/{table.table}",
+                f"paper/table {row['paper']}/{row['table']} in the file of {table.paper}/{'+'.join(table.tables)}",
             )
     return rows
 
