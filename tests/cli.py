@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# the shared benchmark data (musique_train, 2wikimultihopqa_30): CI has it beside the checkout
+DATA = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 
 
 def cli_env(env: dict | None = None) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli import ROOT, cli_env, run_cli
+from cli import DATA, ROOT, cli_env, run_cli
 
 pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
@@ -557,7 +557,6 @@ def test_two_corpora_that_a_separator_join_confused_get_their_own_graphs(tmp_pat
 
 
 # ------------------------------------------------------ issue 22 item 4: SIGTERM (Slurm's preemption) as Ctrl-C
-DATA = Path(__import__("os").environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 TWOWIKI = DATA / "2wikimultihopqa_30" / "2wikimultihopqa_corpus.json"
 
 

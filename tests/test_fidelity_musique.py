@@ -5,13 +5,11 @@ official implementation run on the same inputs (reproduce/official_musique_train
 """
 
 import json
-import os
 from pathlib import Path
 
 import pytest
-from cli import ROOT, run_cli
+from cli import DATA, ROOT, run_cli
 
-DATA = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 OPENIE = DATA / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())
 

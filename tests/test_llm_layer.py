@@ -66,7 +66,7 @@ def test_openai_client_end_to_end_with_cache(server, tmp_path, settings):
     s = settings("filter_max_new_tokens=64")
     [kept] = recognition_filter("llm", queries, candidates, llm, s.knobs)
     assert kept.error or set(kept.facts) <= set(candidates[0])
-    raw, answers, errors = read(llm, queries, [PASSAGES[:2]], s.reader, stage="reader")
+    raw, answers, errors = read(llm, queries, [PASSAGES[:2]], s.prompts.reader, s.reader, stage="reader")
     assert errors == [None]
     assert isinstance(answers[0], str) and raw[0]
     assert models.requests == after_openie + 2
@@ -77,7 +77,7 @@ def test_openai_client_end_to_end_with_cache(server, tmp_path, settings):
     llm2 = client(base_url, tmp_path)
     run_openie(PASSAGES, LLMExtractor(llm2, max_new_tokens=64), tmp_path / "other-openie-cache")
     recognition_filter("llm", queries, candidates, llm2, s.knobs)
-    read(llm2, queries, [PASSAGES[:2]], s.reader, stage="reader")
+    read(llm2, queries, [PASSAGES[:2]], s.prompts.reader, s.reader, stage="reader")
     assert models.requests == after_openie + 2
     assert all(u.cache_hits == u.calls for u in llm2.usage.values())
 
@@ -155,6 +155,32 @@ def test_api_key_only_from_environment(monkeypatch):
     monkeypatch.setenv("MY_KEY", "sk-abc")
     llm = OpenAIChatLLM(model="gpt-4o-mini", api_key_env="MY_KEY")
     assert "sk-abc" not in json.dumps(llm.identity)
+
+
+def test_a_greedy_answer_does_not_depend_on_its_batch_mates():
+    """batch_invariant (conf/llm/smollm2.yaml): a real musique_train reader prompt gets the same answer alone
+    and in a batch of 8 prompts of mixed lengths (1 to 5 passages)."""
+    from cli import DATA
+
+    from hipporag.data.sources import load_dataset
+    from hipporag.run.settings import compose, load_settings
+
+    if not (DATA / "musique_train").is_dir():
+        pytest.skip(f"benchmark data not found under {DATA}")
+    s = load_settings(compose("dataset=musique_train", f"dataset.data_dir={DATA}"))
+    assert s.llm.options.batch_invariant is True
+    ds = load_dataset(s.dataset)
+    texts = ds.passage_texts()
+    convs = [
+        s.prompts.reader.messages(q.question, texts[7 * i : 7 * i + 1 + i % 5]) for i, q in enumerate(ds.queries[:8])
+    ]
+    llm = TransformersChatLLM(
+        "smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", batch_size=8, batch_invariant=True
+    )
+    together = llm.generate(convs, max_new_tokens=16)
+    [alone] = llm.generate([convs[2]], max_new_tokens=16)  # one of them again, alone (3 passages)
+    assert alone.text == together[2].text and alone.output_tokens == together[2].output_tokens > 0
+    assert len({len(c[-1]["content"]) for c in convs}) == 8  # eight different lengths
 
 
 def test_transformers_backend_on_the_gguf_model():

