@@ -283,12 +283,12 @@ def test_damaged_cache_is_reported_and_rebuilt_with_the_same_numbers(reference, 
 def test_a_store_the_run_does_not_need_is_never_opened(reference, tmp_path):
     """A garbage LLM response store does not stop a run that never calls the LLM (read=false filter=none)."""
     from hipporag.cache.keys import stable_key
-    from hipporag.llm.transformers_chat import TransformersChatLLM
+    from hipporag.run.settings import compose, load_settings
 
     _, ref_cache, expected, _ = reference
     cache = tmp_path / "cache"
     shutil.copytree(ref_cache, cache)
-    identity = TransformersChatLLM("smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf").identity
+    identity = load_settings(compose()).llm.build().identity  # the shipped reader's, as the run builds it
     store = cache / "llm" / f"{stable_key(identity)}.sqlite"
     store.parent.mkdir(parents=True, exist_ok=True)
     store.write_bytes(b"not a database at all" * 100)
