@@ -32,6 +32,8 @@ import urllib.request
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
+from hipporag.core.errors import SettingError
+
 CHUNK = 64 * 1024  # bytes per read of a body
 
 
@@ -176,7 +178,10 @@ class JSONClient:
     def __init__(self, base_url: str, api_key: str | None, timeout: float, max_response_bytes: int):
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {base_url!r}")
+            raise SettingError(
+                f"base_url={base_url!r} is not an http(s) URL",
+                hint="set llm.base_url / embedder.base_url to http://host:port/v1",
+            )
         self.https = parts.scheme == "https"
         self.host = parts.hostname
         self.port = parts.port or (443 if self.https else 80)
