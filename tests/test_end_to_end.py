@@ -44,6 +44,11 @@ def test_outputs_and_metric_keys(two_runs):
     read = {Path(f["path"]).name: f["sha256"] for f in prov["inputs"]}
     for name in ("demo.json", "demo_corpus.json"):
         assert read[name] == hashlib.sha256((demo_data_dir() / name).read_bytes()).hexdigest(), name
+    # the prompt set: its file read by digest, and which messages each role sent
+    from hipporag.prompts.loading import shipped
+
+    assert read["default.yaml"] == hashlib.sha256(Path(shipped().origin).read_bytes()).hexdigest()
+    assert metrics["prompts"] == {"name": "default", "file": shipped().origin, "roles": shipped().role_digests()}
     assert prov["models"]["embedder"]["weights"][0]["sha256"]
     assert prov["models"]["llm"]["identity"]["model"] == "smollm2" and prov["models"]["llm"]["weights"]
     assert prov["models"]["extractor"]["identity"]["rules"] >= 3

@@ -166,6 +166,12 @@ def reader_setting(cfg: dict) -> dict:
     }
 
 
+def _prompt_set_name(metrics: dict) -> dict:
+    """The prompt set a job ran with, by its name (metrics.json `prompts`), when the run recorded it."""
+    name = (metrics.get("prompts") or {}).get("name")
+    return {"prompts": str(name)} if name else {}
+
+
 def _norm(name: str) -> str:
     """Model names compared without organisation prefix, case or punctuation: nvidia/NV-Embed-v2 == NV-Embed-v2."""
     return re.sub(r"[^a-z0-9]", "", str(name).split("/")[-1].lower())
@@ -198,7 +204,7 @@ def load_rows(sweep_dir: Path, table: Table) -> list[OurRow]:
                 n_queries=m.get("n_queries", metrics.get("n_queries")),
                 n_passages=(metrics.get("index") or {}).get("passages"),
                 metrics={k: m.get(k) for k in METRICS},  # fractions 0..1, as recall
-                setting=our_setting(method, cfg),
+                setting={**our_setting(method, cfg), **_prompt_set_name(metrics)},
                 switches=_changed_switches(method, cfg),
             )
         )

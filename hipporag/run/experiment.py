@@ -214,6 +214,12 @@ def run_experiment(
             "embedder_truncated": truncation_check(embedder),
         },
         "adjusted": adjusted,
+        "prompts": {  # which messages were sent: the set, its file, each role's digest (and an import's origin)
+            "name": settings.prompts.name,
+            "file": settings.prompts.origin,
+            "roles": settings.prompts.role_digests(),
+            **({"source_commit": settings.prompts.source.get("commit")} if settings.prompts.source else {}),
+        },
         "dataset": dataset.name,
         "n_queries": len(queries),
         "method": settings.method.name,
