@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 
 from hipporag.core.errors import MissingDependencyError
 from hipporag.core.textnorm import normalize_phrase
@@ -101,11 +102,17 @@ class SpacyExtractor:
         fits = [i for i, e in enumerate(out) if e is None]
         n_process = self.n_process if len(fits) >= POOL_MIN_PASSAGES else 1
         docs = self.nlp.pipe([texts[i] for i in fits], batch_size=PIPE_BATCH, n_process=n_process)
-        for i, doc in zip(fits, docs):
-            try:
-                out[i] = extract_doc(doc, titles[i])
-            except Exception as e:  # one odd passage must not abort the batch: record it
-                out[i] = Extraction(entities=[], triples=[], error=f"{type(e).__name__}: {e}")
+        try:
+            for i, doc in zip(fits, docs):
+                try:
+                    out[i] = extract_doc(doc, titles[i])
+                except Exception as e:  # one odd passage must not abort the batch: record it
+                    out[i] = Extraction(entities=[], triples=[], error=f"{type(e).__name__}: {e}")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the workers were ended on purpose; close the pipe now,
+            with warnings.catch_warnings():  # not at exit after the run's last line, and without its W127
+                warnings.filterwarnings("ignore", message=r"\[W127\]")
+                getattr(docs, "close", lambda: None)()
+            raise
         return out  # type: ignore[return-value]
 
     def _oversized(self, text: str) -> Extraction | None:
