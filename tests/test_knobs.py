@@ -93,13 +93,14 @@ def test_every_registered_method_caches_by_exactly_the_knobs_it_declares(tmp_pat
     from hipporag.index.embed import build_embedder
     from hipporag.llm.backends import build_llm
     from hipporag.retrieval.methods import METHODS
+    from hipporag.retrieval.methods.registry import declared_knobs
     from hipporag.run.experiment import key_values
 
     for method in METHODS:
         s = settings(f"method={method}", "filter=llm", *(["method.ner=llm"] if method == "hipporag" else []))
         base = key_values(s.knobs, s.method, build_llm(s.llm, tmp_path), build_embedder(s.embedder))
         base["query_instructions"] = {"i": "x"}  # as an instruction-tuned embedder has
-        declared = METHODS[method].cache_knobs
+        declared = declared_knobs(method, base)  # a wrapping method (ircot): its own and its base's
         for knob in base:
             if knob == "filter":
                 continue  # switches the LLM on or off: covered below

@@ -191,7 +191,8 @@ def test_paper_averages_agree_with_the_per_dataset_values():
         assert abs(mean - avg[0]["value"]) <= 0.05 + 1e-9, key
         checked[key[0]] = checked.get(key[0], 0) + 1
     assert checked["hipporag2_table2.csv"] == 24 and checked["hipporag_v1_table4.csv"] == 10
-    assert sum(checked.values()) >= 74
+    assert checked["hipporag_v1_table3.csv"] == 10
+    assert sum(checked.values()) >= 84
 
 
 def test_qa_rows_say_how_the_paper_read():

@@ -1,9 +1,10 @@
-"""Per-query records of a method (top passages, recall@k, EM, F1, fallbacks, seeds) and their means."""
+"""Per-query records of a method (top passages, recall@k, EM, F1, fallbacks, seeds, IRCoT chains) and their means."""
 
 from __future__ import annotations
 
 from hipporag.core.textnorm import passage_id
 from hipporag.eval import metrics as M
+from hipporag.eval.chains import chain_record, chain_summary
 
 SNIPPET = 240  # characters of a passage kept in the per-query records
 
@@ -43,6 +44,8 @@ def score_method(
             "tie_at_cut": bool(r.diagnostics.get("tie_at_cut", False)),
         }
         rec.update(M.recall_dict(q.gold_passages, top) if q.has_gold else {f"recall@{k}": None for k in M.RECALL_KS})
+        if "ircot" in r.diagnostics:  # a multi-step chain: its thoughts, endings and the step each gold entered
+            rec.update(chain_record(r.diagnostics["ircot"], list(q.gold_passages), index.passages))
         records.append(rec)
     summary = {}
     for key in [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]:
@@ -55,4 +58,8 @@ def score_method(
         filter_errors=sum(1 for r in records if r["filter_error"]),
         reader_errors=sum(1 for r in records if r["reader_error"]),
     )
+    chains = [r.diagnostics["ircot"] for r in rankings if "ircot" in r.diagnostics]
+    if chains:
+        golds = [list(q.gold_passages) if q.has_gold else None for q in queries]
+        summary["ircot"] = chain_summary(chains, golds, index.passages)
     return summary, records

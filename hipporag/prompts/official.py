@@ -12,7 +12,9 @@ code sends. What is read, and how it maps:
 - `rag_qa_{dataset}` -> the `reader` role, its `${prompt_user}` turned into the official HippoRAG.qa
   assembly (`Wikipedia Title: {passage}\\n\\n` per passage, then `Question: {question}\\nThought: `) and
   the official answer rule (`first`); a dataset without its own template gets `rag_qa_musique`, as there;
-- `ner`, `triple_extraction` -> `ner`, `triples`; `ircot_{dataset}` -> `ircot`;
+- `ner`, `triple_extraction` -> `ner`, `triples`; `ircot_{dataset}` -> `ircot`, with `reason_step`'s assembly
+  (each passage then a blank line, `Question: ...\\nThought:` and the thoughts; HotpotQA's passages merged
+  by title), checked in `utils/qa_utils.py`;
 - the DSPy filter: the program JSON the official experiments load (`--filter-program`, default
   `dspy_prompts/filter_llama3.3-70B-Instruct.json`) with the input/output field templates of
   `rerank.py`'s DSPyFilter (read from its source as literals, not run), rendered as DSPyFilter renders.
@@ -43,6 +45,10 @@ READER_USER = "${passages}Question: ${question}\nThought: "  # HippoRAG.qa's pro
 READER_PASSAGE = "Wikipedia Title: ${passage}\n\n"
 # the lines of HippoRAG.qa that assemble prompt_user (checked in the checkout, so a change there is noticed)
 ASSEMBLY_LINES = ("f'Wikipedia Title: {passage}\\n\\n'", "'Question: ' + query_solution.question + '\\nThought: '")
+# the lines of utils/qa_utils.py reason_step that assemble the next-thought prompt_user, and the datasets whose
+# passages it merges by title first
+IRCOT_ASSEMBLY_LINES = ("f'{passage}\\n\\n'", "f'Question: {query}\\nThought:' + ' '.join(thoughts)")
+IRCOT_MERGED_DATASETS = ("hotpotqa", "hotpotqa_train")
 
 
 class ImportOfficialError(UserError, ValueError):
@@ -218,6 +224,12 @@ def official_sets(checkout: Path, program: str = DEFAULT_FILTER_PROGRAM) -> dict
     )
     if qa_source.is_file():
         files.append(qa_source)
+    ircot_source = root / "utils" / "qa_utils.py"
+    ircot_checked = ircot_source.is_file() and all(
+        line in ircot_source.read_text(encoding="utf-8") for line in IRCOT_ASSEMBLY_LINES
+    )
+    if ircot_source.is_file():
+        files.append(ircot_source)
     datasets = sorted(
         {n.split("_", 2)[2] for n in templates if n.startswith("rag_qa_")}
         | {n[6:] for n in templates if n.startswith("ircot_")}
@@ -237,6 +249,7 @@ def official_sets(checkout: Path, program: str = DEFAULT_FILTER_PROGRAM) -> dict
                 "ircot_template": f"ircot_{dataset}" if f"ircot_{dataset}" in templates else None,
                 "filter_program": program,
                 "reader_assembly_checked": assembly_checked,
+                "ircot_assembly_checked": ircot_checked,
                 "files": digests,
             },
             "reader": reader_role(templates[qa], qa),
@@ -245,7 +258,11 @@ def official_sets(checkout: Path, program: str = DEFAULT_FILTER_PROGRAM) -> dict
             "filter": flt,
         }
         if f"ircot_{dataset}" in templates:
-            data["ircot"] = {"messages": templates[f"ircot_{dataset}"]}
+            data["ircot"] = {
+                "messages": templates[f"ircot_{dataset}"],
+                "passage": "${passage}\n\n",
+                "merge_same_title": dataset in IRCOT_MERGED_DATASETS,
+            }
         parse_prompt_set(data, f"the official {dataset} prompts")  # never write a set a run would refuse
         out[dataset] = data
     return out

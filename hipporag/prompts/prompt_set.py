@@ -15,11 +15,16 @@ is refused before any work):
 | `ner` | `passage` | `ner` |
 | `triples` | `passage`; `named_entities` (JSON list) or `named_entity_json` (JSON `{"named_entities": [...]}`) | `triple_extraction` |
 | `filter` | `question`; `facts` (JSON list of triples) or `fact_before_filter` (JSON `{"fact": [...]}`) | the DSPy filter |
-| `ircot` | `prompt_user` (optional role, kept for multi-step retrieval) | `ircot_*` |
+| `ircot` | `prompt_user` (the official assembly: each shown passage through the role's `passage` template, then `Question: <question>\nThought:` and the thoughts so far joined by spaces); optional role | `ircot_*` with `reason_step`'s `prompt_user` |
 
 The reader also says how an answer is read from a response (`answer`): `last` (ours: the text after the
 last "Answer:", stripped; no marker: the whole response, stripped) or `first` (official HippoRAG.qa:
 `response.split('Answer:')[1].strip()`; no marker: the whole response as it came).
+
+The `ircot` role (the next-thought prompt of multi-step retrieval) says how a shown passage is written
+(`passage`, default `${passage}\n\n` as the official main branch) and whether passages that share a first
+line (a title) are merged into one block headed `Wikipedia Title: ` first (`merge_same_title`, as the
+official code does for HotpotQA only).
 """
 
 from __future__ import annotations
@@ -115,6 +120,38 @@ class ReaderPrompt(Prompt):
         return {**super().as_dict(), "passage": self.passage, "answer": self.answer}
 
 
+def merge_same_title(passages: list[str], prefix: str = "Wikipedia Title: ") -> list[str]:
+    """Passages sharing a first line as one block: the first keeps its text behind `prefix`, each later one
+    adds its lines after the title (stripped of surrounding newlines); blocks in first-seen order."""
+    blocks: dict[str, str] = {}
+    for p in passages:
+        title = p.split("\n", 1)[0]
+        if title in blocks:
+            blocks[title] += "\n" + p.split(title, 1)[1].strip("\n")
+        else:
+            blocks[title] = prefix + p
+    return list(blocks.values())
+
+
+@dataclass(frozen=True)
+class IrcotPrompt(Prompt):
+    """The next-thought prompt: shown passages, the question, the thoughts so far (the official assembly)."""
+
+    passage: str = "${passage}\n\n"
+    merge_same_title: bool = False
+
+    def prompt_user(self, question: str, passages: list[str], thoughts: list[str]) -> str:
+        shown = merge_same_title(passages) if self.merge_same_title else list(passages)
+        block = "".join(string.Template(self.passage).substitute(passage=p) for p in shown)
+        return block + f"Question: {question}\nThought:" + " ".join(thoughts)
+
+    def messages(self, question: str, passages: list[str], thoughts: list[str]) -> list[dict]:
+        return self.render(prompt_user=self.prompt_user(question, passages, thoughts))
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "passage": self.passage, "merge_same_title": self.merge_same_title}
+
+
 @dataclass(frozen=True)
 class PromptSet:
     """The prompts of a run. `origin` says where they were read (a file, or the config group)."""
@@ -125,7 +162,7 @@ class PromptSet:
     ner: Prompt
     triples: Prompt
     filter: Prompt
-    ircot: Prompt | None = None
+    ircot: IrcotPrompt | None = None
     source: dict = field(default_factory=dict)  # provenance of an imported set: repository, commit, digests
 
     def role_digests(self) -> dict[str, str]:
@@ -190,6 +227,17 @@ def parse_prompt_set(data, origin: str) -> PromptSet:
             if answer not in ANSWER_RULES:
                 raise PromptSetError(f"{origin}: reader.answer={answer!r}: expected one of {', '.join(ANSWER_RULES)}")
             roles[role] = ReaderPrompt(role, turns, passage=passage, answer=answer)
+        elif role == "ircot":
+            extra = set(group) - {"messages", "passage", "merge_same_title"}
+            if extra:
+                raise PromptSetError(f"{origin}: ircot: unknown key {sorted(extra)[0]!r}")
+            passage = group.get("passage", "${passage}\n\n")
+            if not isinstance(passage, str) or placeholders(passage, f"{origin}: ircot.passage") != {"passage"}:
+                raise PromptSetError(f"{origin}: ircot.passage must be a text with the one placeholder ${{passage}}")
+            merge = group.get("merge_same_title", False)
+            if not isinstance(merge, bool):
+                raise PromptSetError(f"{origin}: ircot.merge_same_title={merge!r}: expected true or false")
+            roles[role] = IrcotPrompt(role, turns, passage=passage, merge_same_title=merge)
         else:
             extra = set(group) - {"messages"}
             if extra:

@@ -18,9 +18,8 @@ import numpy as np
 
 from hipporag.cache.files import atomic_write_bytes
 from hipporag.cache.keys import bytes_digest, stable_key
-from hipporag.retrieval.methods import METHODS
 from hipporag.retrieval.methods.base import Ranking
-from hipporag.retrieval.methods.registry import LLM_KNOBS
+from hipporag.retrieval.methods.registry import relevant_knobs
 
 log = logging.getLogger(__name__)
 
@@ -29,15 +28,9 @@ def ranking_key(index_key: str, method: str, values: dict, questions: list[str])
     """The content address of a method's ranking: the index, the method, the values (`values`: by name, as
     `run.experiment.key_values` gathers them) of the knobs its registry entry declares (`cache_knobs`), the
     questions. LLM knobs count only while the method uses the LLM."""
-    spec = METHODS.get(method)
-    if spec is None:
+    relevant = relevant_knobs(method, values)
+    if relevant is None:
         return None  # unknown method: never cached
-    relevant = {k: values.get(k) for k in spec.cache_knobs}
-    if not relevant.get("query_instructions"):
-        relevant.pop("query_instructions", None)  # plain models (MiniLM): keys as before instructions counted
-    if not spec.uses_llm(values):  # the LLM shapes a ranking only through the filter, query NER or RAPTOR summaries
-        for knob in LLM_KNOBS:
-            relevant.pop(knob, None)
     return stable_key({"index": index_key, "method": method, "knobs": relevant, "questions": questions}, length=24)
 
 

@@ -81,13 +81,24 @@ def load_settings(cfg: Mapping) -> Settings:
         raise SettingError(f"the config has no {missing[0]} group (conf/config.yaml's defaults list names it)")
     knobs = Knobs.from_config(cfg, GROUPS)
     parts = {group: registry.configure(cfg[group]) for group, registry in REGISTRIES.items()}
+    prompts = load_prompts(knobs.prompts, str(cfg["dataset"].get("name") or ""))
+    _check_ircot_role(parts["method"], prompts)
     return Settings(
         knobs=knobs,
         baseline=_baseline(knobs, parts["method"]),
         reader=ReaderOptions.from_config(cfg["reader"]),
-        prompts=load_prompts(knobs.prompts, str(cfg["dataset"].get("name") or "")),
+        prompts=prompts,
         **parts,
     )
+
+
+def _check_ircot_role(method: Configured, prompts: PromptSet) -> None:
+    """Multi-step retrieval needs the prompt set's next-thought role: refused now, not at step 2."""
+    if method.name == "ircot" and method.options.max_steps > 1 and prompts.ircot is None:
+        raise SettingError(
+            f"method=ircot: the prompt set {prompts.name!r} ({prompts.origin}) has no ircot role "
+            "(the next-thought prompt); import one (python -m hipporag.prompts import-official) or use prompts=default"
+        )
 
 
 def compose(*overrides: str, hydra: bool = False):

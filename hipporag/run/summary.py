@@ -25,6 +25,19 @@ def index_cost_lines(cost: dict) -> list[str]:
     return [f"index {when}: " + ("; ".join(parts) if parts else "no LLM calls")]
 
 
+def ircot_line(name: str, chains: dict) -> str:
+    """A multi-step method's chains in one line: mean retrievals, endings, recall@5 after each step."""
+    ends = chains["ends"]
+    curve = " -> ".join(
+        "-" if row["recall@5"] is None else f"{100 * row['recall@5']:.1f}" for row in chains["recall_by_step"].values()
+    )
+    failed = f", {ends['failure']} FAILED (chain cut at the failed step)" if ends["failure"] else ""
+    return (
+        f"{name} chains: {chains['mean_retrievals']:.2f} retrievals on average; ended by the stop phrase "
+        f"{ends['stop_phrase']}, at max_steps {ends['max_steps']}{failed}; R@5 by step {curve}"
+    )
+
+
 def format_summary(metrics: dict) -> str:
     """The table a user reads at the end of a run (percentages, like the papers)."""
     cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1", "fallbacks", "retrieve s", "read s"]
@@ -50,6 +63,9 @@ def format_summary(metrics: dict) -> str:
                 if key in vs
             ]
             out.append(f"{name} vs {metrics['baseline']} (paired bootstrap): " + ", ".join(parts))
+    for name, m in metrics["methods"].items():
+        if m.get("ircot"):
+            out.append(ircot_line(name, m["ircot"]))
     out.append("")
     out.append(
         f"dataset {metrics['dataset']}: {metrics['n_queries']} queries, {idx['passages']} passages; "

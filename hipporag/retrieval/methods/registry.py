@@ -15,6 +15,8 @@ What a method declares, and who reads it:
 - `uses_llm(values)`: whether the LLM shapes its ranking under these key values (then the LLM, its
   settings and `LLM_KNOBS` enter the ranking key; otherwise they are dropped, so a swap of reader LLM
   reuses it).
+- `base_of(values)`: for a method that wraps another (IRCoT): the wrapped method's name and options (its
+  config group as a dict); the wrapped method's own key knobs then enter the key, nested (`relevant_knobs`).
 - `options`: a dataclass of `option(rule)` fields, one per `method.<option>` key (the settings check
   refuses an undeclared one); the class is built with an instance of it. The defaults live in
   `conf/method/<name>.yaml` only, also when the method runs as the baseline (`method_options`).
@@ -38,6 +40,7 @@ LLM_KNOBS = (
     "llm",
     "filter_max_new_tokens",
     "filter_messages",
+    "ircot_messages",
 )  # enter a ranking key only while the method uses the LLM
 
 
@@ -56,6 +59,7 @@ class MethodSpec(Part):
     setting_fields: tuple[str, ...] = ("retriever",)
     llm_role: str | None = None
     ablation_knobs: tuple[str, ...] = ()
+    base_of: Callable[[dict], tuple[str, dict]] | None = None
 
 
 def _builder(cls: type) -> Callable:
@@ -74,6 +78,7 @@ def register_method(
     setting_fields: tuple[str, ...] = ("retriever",),
     llm_role: str | None = None,
     ablation_knobs: tuple[str, ...] = (),
+    base_of: Callable[[dict], tuple[str, dict]] | None = None,
 ):
     """Class decorator: declare a retrieval method under `name` (see the module docstring)."""
 
@@ -94,6 +99,7 @@ def register_method(
             setting_fields=tuple(setting_fields),
             llm_role=llm_role,
             ablation_knobs=tuple(ablation_knobs),
+            base_of=base_of,
         )
         METHODS.add(spec)
         cls.name = name
@@ -108,3 +114,31 @@ def method_options(name: str, overrides: Mapping | None = None) -> Configured:
     if overrides is not None and dataclasses.is_dataclass(overrides):
         overrides = options_dict(overrides)
     return METHODS.configure({**group_config("method", name), **dict(overrides or {})})
+
+
+def relevant_knobs(method: str, values: dict) -> dict | None:
+    """The key values a method's ranking depends on (None: an unknown method). LLM knobs count only while
+    the method uses the LLM; a wrapping method's base contributes its own, nested under `base`."""
+    spec = METHODS.get(method)
+    if spec is None:
+        return None
+    relevant = {k: values.get(k) for k in spec.cache_knobs}
+    if not relevant.get("query_instructions"):
+        relevant.pop("query_instructions", None)  # plain models (MiniLM): keys as before instructions counted
+    if not spec.uses_llm(values):  # the LLM shapes a ranking only through the filter, query NER, RAPTOR, IRCoT
+        for knob in LLM_KNOBS:
+            relevant.pop(knob, None)
+    if spec.base_of is not None:
+        base, base_options = spec.base_of(values)
+        relevant["base"] = {"method": base, "knobs": relevant_knobs(base, {**values, "method_options": base_options})}
+    return relevant
+
+
+def declared_knobs(method: str, values: dict) -> set[str]:
+    """The knobs a method's ranking key may depend on: its `cache_knobs`, and its base's when it wraps one."""
+    spec = METHODS.entry(method)
+    out = set(spec.cache_knobs)
+    if spec.base_of is not None:
+        base, _ = spec.base_of(values)
+        out |= declared_knobs(base, values)
+    return out
