@@ -43,10 +43,10 @@ START, END = "<!-- messages:start -->", "<!-- messages:end -->"
 class Server:
     """A recording server in its own process; `requests()` reads what it logged."""
 
-    def __init__(self, log: Path):
+    def __init__(self, log: Path, extra: list[str] | tuple[str, ...] = ()):
         self.log = log
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVER), "--port", "0", "--log", str(log), "--model", MODEL],
+            [sys.executable, str(SERVER), "--port", "0", "--log", str(log), "--model", MODEL, *extra],
             stdout=subprocess.PIPE,
             text=True,
         )

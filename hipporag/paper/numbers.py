@@ -82,12 +82,14 @@ TABLES = {
         "hipporag2", "2", "method", "Table 2: QA F1 (EM from Table 8), Llama-3.3-70B-Instruct reader", also=("8",)
     ),
     "v1_table2": Table("hipporag_v1", "2", "method", "Table 2: single-step retrieval, R@2 / R@5"),
-    # No preset: the project has no IRCoT; the numbers are reference data (`--table v1_table3` still compares).
-    "v1_table3": Table("hipporag_v1", "3", "method", "Table 3: multi-step retrieval (IRCoT), R@2 / R@5"),
+    # method=ircot over bm25, dense, hipporag; `--table v1_table3` names it too (compare.ircot_paper_method pairs rows)
+    "v1_table3_ircot": Table("hipporag_v1", "3", "method", "Table 3: multi-step retrieval (IRCoT), R@2 / R@5"),
     "v1_table4_qa": Table("hipporag_v1", "4", "method", "Table 4: QA EM / F1"),
+    "v1_table4_ircot_qa": Table("hipporag_v1", "4", "method", "Table 4: QA EM / F1"),  # its IRCoT rows
     "v1_table5": Table("hipporag_v1", "5", "ablation", "Table 5: dissecting HippoRAG, R@2 / R@5"),
 }
 TABLES["passage_node_weight"] = TABLES["table5_passage_node_weight"]
+TABLES["v1_table3"] = TABLES["v1_table3_ircot"]
 TABLES.update({t.file_stem: t for t in list(TABLES.values())})
 
 

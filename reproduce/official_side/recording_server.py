@@ -13,6 +13,9 @@ The answer is a function of a hash of the messages only, so the same messages al
     first line after the first "Wikipedia Title: " in the last user message. One answer in ten has no "Answer:"
     line and one in ten has two; one JSON answer in eight is fenced in ```json and one in eight carries a
     duplicate (and, for triples, a two-element triple).
+  - with --thoughts FILE ({question: [thought, ...]}), a next-thought (IRCoT) prompt, whose last user message
+    ends "Question: <q>\nThought:<the thoughts so far, joined by spaces>", gets the question's next thought
+    from the file (the first one whose predecessors are the thoughts so far; past the list's end, "").
 Usage counts whitespace-separated words.
 
     python reproduce/official_side/recording_server.py --port 8766 --log requests.jsonl
@@ -134,13 +137,29 @@ def qa_answer(messages, digest: bytes) -> str:
 
 
 ANSWERS = {"qa": qa_answer, "ner": ner_answer, "triples": triples_answer}
+THOUGHTS: dict[str, list[str]] = {}  # --thoughts: the scripted next thoughts of each question
+NEXT_THOUGHT = re.compile(r"Question: (?P<question>.*)\nThought:(?P<so_far>.*)\Z", re.S)
+
+
+def next_thought(messages) -> str | None:
+    """The scripted next thought of an IRCoT prompt, or None when it is not one of the scripted questions."""
+    m = NEXT_THOUGHT.search(_last_user(messages))
+    if m is None or m["question"] not in THOUGHTS:
+        return None
+    script = THOUGHTS[m["question"]]
+    for k in range(len(script) + 1):
+        if " ".join(script[:k]) == m["so_far"]:
+            return script[k] if k < len(script) else ""
+    return ""
 
 
 def completion(body: dict) -> dict:
     """The chat completion for a request body: deterministic in its messages."""
     messages = body.get("messages") or []
     digest = messages_digest(messages)
-    content = ANSWERS[prompt_kind(messages)](messages, digest)
+    content = next_thought(messages)
+    if content is None:
+        content = ANSWERS[prompt_kind(messages)](messages, digest)
     prompt_tokens = sum(len(_text(m).split()) for m in messages)
     completion_tokens = len(content.split())
     n = body.get("n") if isinstance(body.get("n"), int) and body.get("n") > 0 else 1
@@ -261,17 +280,25 @@ def make_handler(recorder: Recorder):
     return Handler
 
 
+class Server(ThreadingHTTPServer):
+    request_queue_size = 1024  # a client with hundreds of requests in flight is not reset at the listen backlog
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on start)")
     parser.add_argument("--log", required=True, help="JSONL file every request is appended to")
     parser.add_argument("--model", action="append", default=[], help="a name /v1/models lists (repeatable)")
     parser.add_argument("--fail-first", type=int, default=0, help="answer the first N chat requests with HTTP 500")
+    parser.add_argument("--thoughts", help="JSON {question: [next thought, ...]}: scripted IRCoT answers")
     args = parser.parse_args(argv)
+    if args.thoughts:
+        with open(args.thoughts, encoding="utf-8") as f:
+            THOUGHTS.update(json.load(f))
     recorder = Recorder(args.log, fail_first=args.fail_first)
     recorder.models = args.model
     try:
-        server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(recorder))
+        server = Server(("127.0.0.1", args.port), make_handler(recorder))
     except OSError as exc:
         print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc} (hint: pick another --port)", file=sys.stderr)
         return 2

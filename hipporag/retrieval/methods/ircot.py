@@ -172,6 +172,7 @@ class IrcotRetriever:
             diag["ircot"] = {
                 "base": o.base,
                 "retrievals": len(tops[i]),
+                "merged": len(merged[i].best),  # the passages any step brought in (they lead the order)
                 "end": ends[i] or "max_steps",
                 "thoughts": thoughts[i],
                 "error": errors[i],
