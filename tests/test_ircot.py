@@ -74,6 +74,58 @@ def test_an_ircot_role_with_a_bad_key_or_passage_template_is_refused():
         parse_prompt_set(data, "x.yaml")
 
 
+def _legacy_checkout(root, demo_text: str):
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "ircot_hipporag.py").write_text(
+        "import json\nircot_reason_instruction = 'Think one step at a time; end with \"So the answer is:\".'\n"
+    )
+    for dataset in ("musique", "hotpotqa"):
+        folder = root / "data" / "ircot_prompts" / dataset
+        folder.mkdir(parents=True)
+        (folder / "gold_with_3_distractors_context_cot_qa_codex.txt").write_text(demo_text)
+
+
+DEMOS = (
+    '# METADATA: {"qid": "a"}\nWikipedia Title: Caskey\nCaskey lies on the Brindle.\n\n'
+    "Q: Which river?\nA: Caskey lies on the Brindle. So the answer is: Brindle.\n\n\n"
+    '# METADATA: {"qid": "b"}\nWikipedia Title: Marlow\nMarlow costs $5.\n\nQ: How much?\nA: So the answer is: $5.\n'
+)
+
+
+def test_the_legacy_ircot_prompts_import_as_the_legacy_loop_assembles_them(tmp_path, settings):
+    from hipporag.prompts.__main__ import main
+
+    _legacy_checkout(tmp_path / "legacy", DEMOS)
+    assert main(["import-legacy-ircot", str(tmp_path / "legacy"), str(tmp_path / "sets")]) == 0
+    s = settings("method=ircot", f"prompts={tmp_path / 'sets'}", "dataset.name=musique")
+    system, user = s.prompts.ircot.messages("Who?", ["Alpha\nfirst"], ["One."])
+    assert system["content"] == (
+        'Think one step at a time; end with "So the answer is:".\n\n'
+        "Wikipedia Title: Caskey\nCaskey lies on the Brindle.\n\nQuestion: Which river?\n"
+        "Thought: Caskey lies on the Brindle. So the answer is: Brindle.\n\n"
+    )  # one demonstration (the paper's one-shot); the second is left out
+    assert user["content"] == "Alpha\nfirst\n\nQuestion: Who?\nThought:One."
+    assert s.prompts.reader.turns == shipped().reader.turns  # the other roles: the base set's
+    hotpot = settings("method=ircot", f"prompts={tmp_path / 'sets'}", "dataset.name=hotpotqa").prompts.ircot
+    assert hotpot.merge_same_title and not s.prompts.ircot.merge_same_title
+    two = tmp_path / "two"
+    assert main(["import-legacy-ircot", str(tmp_path / "legacy"), str(two), "--num-demo", "2"]) == 0
+    assert (
+        "Marlow costs $5."
+        in settings("method=ircot", f"prompts={two}").prompts.ircot.render(prompt_user="")[0]["content"]
+    )
+
+
+def test_a_damaged_legacy_checkout_is_one_line_naming_the_file(tmp_path, capsys):
+    from hipporag.prompts.__main__ import main
+
+    _legacy_checkout(tmp_path / "legacy", '# METADATA: {"qid": "a"}\nWikipedia Title: X\nno question here\n')
+    assert main(["import-legacy-ircot", str(tmp_path / "legacy"), str(tmp_path / "sets")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "hotpotqa/gold_with_3_distractors_context_cot_qa_codex.txt" in err
+    assert "demonstration 1 has no 'Q: ...'" in err and len(err.splitlines()) == 1
+
+
 # ------------------------------------------------------------------------------------------ options
 @pytest.mark.parametrize(
     "overrides, says",
@@ -228,6 +280,11 @@ def test_chains_stop_at_the_phrase_run_to_max_steps_and_a_failure_is_marked(irco
         assert list(curve) == ["1", "2", "3"] and chains["mean_retrievals"] == pytest.approx(
             rows.ircot_retrievals.mean()
         )
+    # the won / lost cases show each chain (comparison.md and the offline dashboard)
+    comparison = (tmp / "sweep" / "comparison.md").read_text()
+    assert "chain: 3 retrievals, ended by max_steps; gold passages entered the top 10 at:" in comparison
+    assert "  - step 2: Step 2 looks for" in comparison
+    assert '<div class="chain">' in (tmp / "sweep" / "dashboard.html").read_text()
     assert proc.stdout.count("ircot chains:") == 2 and proc.stdout.count("1 FAILED (chain cut at the failed step)") == 2
 
 

@@ -1,6 +1,8 @@
 """Prompt sets from the command line.
 
     python -m hipporag.prompts import-official CHECKOUT OUT_DIR   # the official prompts, one file per dataset
+    python -m hipporag.prompts import-legacy-ircot CHECKOUT OUT_DIR [--num-demo 1] [--base default]
+                                                                  # the v1 paper's IRCoT prompts (legacy branch)
     python -m hipporag.prompts show [NAME_OR_PATH] [--dataset D]   # the messages a run would send, placeholders kept
 
 `import-official` reads a checkout of https://github.com/OSU-NLP-Group/HippoRAG (`git clone` it yourself)
@@ -39,6 +41,25 @@ def _import(args) -> int:
     return 0
 
 
+def _import_legacy(args) -> int:
+    from hipporag.prompts.legacy_ircot import legacy_sets
+    from hipporag.prompts.loading import load_prompts
+    from hipporag.prompts.official import write_sets
+
+    base = load_prompts(args.base, "musique")
+    sets = legacy_sets(Path(args.checkout), base.as_dict(), num_demo=args.num_demo)
+    written = write_sets(sets, Path(args.out_dir), force=args.force)
+    first = next(iter(sets.values()))["source"]
+    print(
+        f"Legacy IRCoT prompts from {first['checkout']} (commit {first['commit']}), {args.num_demo} demonstration(s);"
+    )
+    print(f"the other roles are the {base.name!r} set's ({base.origin}):")
+    for path, data in zip(written, sets.values()):
+        print(f"  {path.name}: {data['source']['ircot_demonstrations']}")
+    print(f"Use them with: python run.py method=ircot prompts={Path(args.out_dir).expanduser().resolve()} ...")
+    return 0
+
+
 def _show(args) -> int:
     from hipporag.prompts.loading import load_prompts, prompt_file
     from hipporag.prompts.prompt_set import ROLES
@@ -68,12 +89,19 @@ def main(argv: list[str] | None = None) -> int:
     imp.add_argument("out_dir", help="the folder to write <dataset>.yaml files into")
     imp.add_argument("--filter-program", help="the DSPy filter program, relative to src/hipporag/prompts/")
     imp.add_argument("--force", action="store_true", help="replace files already in OUT_DIR")
+    leg = sub.add_parser("import-legacy-ircot", help="write the v1 paper's IRCoT prompts from a legacy checkout")
+    leg.add_argument("checkout", help="a checkout of the legacy branch (src/ircot_hipporag.py, data/ircot_prompts/)")
+    leg.add_argument("out_dir", help="the folder to write <dataset>.yaml files into")
+    leg.add_argument("--num-demo", type=int, default=1, help="demonstrations in the prompt (the paper's one-shot: 1)")
+    leg.add_argument("--base", default="default", help="the prompt set whose other roles are kept (default: ours)")
+    leg.add_argument("--force", action="store_true", help="replace files already in OUT_DIR")
     show = sub.add_parser("show", help="print the messages of a prompt set")
     show.add_argument("prompts", nargs="?", default="default", help="a shipped name, a file or a folder")
     show.add_argument("--dataset", default="musique", help="the dataset a folder's file is chosen for")
     args = ap.parse_args(argv)
     try:
-        return _import(args) if args.command == "import-official" else _show(args)
+        commands = {"import-official": _import, "import-legacy-ircot": _import_legacy, "show": _show}
+        return commands[args.command](args)
     except UserError as e:
         print(f"error: {e.one_line()}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -144,7 +144,36 @@ def _side(row: pd.Series) -> dict:
         "top5": [(t, i in gold) for t, i in zip(texts, ids)],
         "seeds": list(row.get("seeds") or []),
         "facts": list(row.get("facts") or []),
+        "chain": chain_of(row),
     }
+
+
+ENDED = {"stop_phrase": "the stop phrase", "max_steps": "max_steps", "failure": "a FAILED request"}
+
+
+def chain_of(row) -> dict | None:
+    """A multi-step (IRCoT) query's chain from its record: thoughts, how it ended, when each gold entered."""
+    end = row.get("ircot_end") if "ircot_end" in row else None
+    if not isinstance(end, str):
+        return None
+    firsts = row.get("ircot_gold_first_step")
+    firsts = [] if firsts is None else [None if f is None or f != f else int(f) for f in firsts]
+    return {
+        "end": end,
+        "retrievals": int(row.get("ircot_retrievals") or 0),
+        "thoughts": [str(t) for t in (row.get("ircot_thoughts") if row.get("ircot_thoughts") is not None else [])],
+        "gold_first_step": firsts,
+    }
+
+
+def chain_text(chain: dict) -> tuple[str, list[str]]:
+    """(the chain's summary line, one line per thought), as plain text."""
+    gold = ", ".join("never" if s is None else f"step {s}" for s in chain["gold_first_step"]) or "-"
+    head = (
+        f"chain: {chain['retrievals']} retrievals, ended by {ENDED.get(chain['end'], chain['end'])}; "
+        f"gold passages entered the top 10 at: {gold}"
+    )
+    return head, [f"step {i}: {t}" for i, t in enumerate(chain["thoughts"], 2)]
 
 
 def cases(job: Job, outcome: str) -> list[QueryCase]:
@@ -198,6 +227,10 @@ def _side_md(name: str, side: dict) -> list[str]:
         lines.append("  seeds: " + ", ".join(md_text(seed_text(s)) for s in side["seeds"][:8]))
     if side["facts"]:
         lines.append("  kept facts: " + "; ".join(md_text(" | ".join(map(str, f))) for f in side["facts"][:8]))
+    if side.get("chain"):
+        head, steps = chain_text(side["chain"])
+        lines.append(f"  {md_text(head)}")
+        lines += [f"  - {md_text(t, 240)}" for t in steps]
     return lines
 
 

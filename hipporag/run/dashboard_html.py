@@ -11,7 +11,7 @@ import html
 import math
 from datetime import datetime, timezone
 
-from hipporag.run.comparison import RUN_TABLE_METRICS, Comparison, cases, outcome_counts, seed_text
+from hipporag.run.comparison import RUN_TABLE_METRICS, Comparison, cases, chain_text, outcome_counts, seed_text
 
 MAIN_COLOUR, BASE_COLOUR = "#1f77b4", "#7f7f7f"
 NAMES = {"recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "em": "EM", "f1": "F1"}
@@ -221,6 +221,15 @@ def _top5(side: dict) -> str:
     return f"<ol>{items}</ol>"
 
 
+def _chain(side: dict) -> str:
+    """An IRCoT query's chain: how it ended, when the gold passages entered, each step's thought."""
+    if not side.get("chain"):
+        return ""
+    head, steps = chain_text(side["chain"])
+    items = "".join(f"<li>{esc(t)}</li>" for t in steps)
+    return f'<div class="chain"><p><b>{esc(head)}</b></p><ol class="thoughts">{items}</ol></div>'
+
+
 def _why(side: dict) -> str:
     if not side["seeds"] and not side["facts"]:
         return ""
@@ -240,8 +249,8 @@ def _case(case, main: str, baseline: str) -> str:
         f'<details class="case" data-query="{esc(case.query_id)}"><summary>{esc(case.question)} '
         f'<span class="score">{scores}</span></summary>'
         f"<p><b>gold answers</b>: {esc(answers)}</p><p><b>gold passages</b></p><ul>{gold}</ul>"
-        f'<div class="sides"><div><h4>{esc(main)} top 5</h4>{_top5(m)}{_why(m)}</div>'
-        f"<div><h4>{esc(baseline)} top 5</h4>{_top5(b)}</div></div></details>"
+        f'<div class="sides"><div><h4>{esc(main)} top 5</h4>{_top5(m)}{_why(m)}{_chain(m)}</div>'
+        f"<div><h4>{esc(baseline)} top 5</h4>{_top5(b)}{_chain(b)}</div></div></details>"
     )
 
 
