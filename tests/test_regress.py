@@ -82,6 +82,14 @@ def test_a_run_shaped_by_a_failure_is_never_recorded():
     assert "degraded" in rg.unrecordable({**metrics, "status": "degraded"})
     metrics["methods"]["hipporag2"]["filter_errors"] = 2
     assert rg.unrecordable(metrics) == "hipporag2 had 2 filter errors"
+    chains = {"ends": {"failure": 1}, "mean_retrievals": 2.0, "stop_phrase_share": 0.5, "recall_by_step": {}}
+    ircot = {"status": "ok", "methods": {"ircot": {"recall@2": 0.5, "ircot": chains}}}
+    assert rg.unrecordable(ircot) == "ircot had 1 chains cut by a failed next-thought request"
+    chains["ends"]["failure"] = 0
+    chains["recall_by_step"] = {"1": {"recall@5": 0.4}, "2": {"recall@5": 0.6}}
+    assert rg.unrecordable(ircot) is None
+    measured = rg.measured_values(ircot)["methods"]["ircot"]
+    assert measured["step2_recall@5"] == 0.6 and measured["chain_retrievals"] == 2.0
 
 
 def test_record_refuses_uncommitted_changes(tmp_path):

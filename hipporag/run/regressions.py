@@ -7,7 +7,8 @@ the numbers it must give (`expected`, written by `--record` from a measured run,
 may move (`tolerance`) and the run they were recorded from.
 
 The compared values are each method's recall@k, EM and F1 (when read), query count, fallbacks, ties at the
-linking cut and error counts, and the run's status. The tolerance is absolute, on fractions: the default
+linking cut and error counts (for a multi-step method also its chains: mean retrievals, stop-phrase share,
+failures, recall after each step), and the run's status. The tolerance is absolute, on fractions: the default
 0.001 is below the smallest step one query can make on the shipped datasets (1/(100 × 4 gold) = 0.0025 on
 musique_train), so it passes float noise and fails any changed ranking.
 
@@ -165,6 +166,13 @@ def measured_values(metrics: dict) -> dict:
         values = {k: v for k, v in m.items() if k.startswith("recall@")}
         values.update({k: m[k] for k in ("em", "f1") if m.get(k) is not None})
         values.update({k: m[k] for k in COUNTS if k in m})
+        chains = m.get("ircot")
+        if chains:  # a multi-step method: its chains' figures too (the recall after each step, how chains ended)
+            values["chain_retrievals"] = chains["mean_retrievals"]
+            values["chain_stop_phrase_share"] = chains["stop_phrase_share"]
+            values["chain_failures"] = chains["ends"]["failure"]
+            for step, row in chains["recall_by_step"].items():
+                values.update({f"step{step}_{k}": v for k, v in row.items() if v is not None})
         methods[name] = values
     return {"status": metrics.get("status", "ok"), "methods": methods}
 
@@ -190,6 +198,9 @@ def unrecordable(metrics: dict) -> str | None:
         for k in ERROR_COUNTS:
             if m.get(k):
                 return f"{name} had {m[k]} {k.replace('_', ' ')}"
+        failed = ((m.get("ircot") or {}).get("ends") or {}).get("failure")
+        if failed:
+            return f"{name} had {failed} chains cut by a failed next-thought request"
     return None
 
 
