@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import sqlite3
 import sys
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from hipporag.core.errors import (
     EXIT_DEGRADED,
@@ -30,10 +29,10 @@ INTERRUPTED = "interrupted; the cache is kept and a rerun resumes"
 
 
 def register_resolvers() -> None:
-    """`${unique_suffix:}` in hydra.run.dir / hydra.sweep.dir: runs started in the same second get
-    different folders. Cached, so every use within one run (and each sweep job's copy) sees one value."""
-    if not OmegaConf.has_resolver("unique_suffix"):
-        OmegaConf.register_new_resolver("unique_suffix", lambda: secrets.token_hex(3), use_cache=True)
+    """The project's resolvers (`${unique_suffix:}`, `${ircot_max_steps:...}`), before Hydra composes the config."""
+    from hipporag.core.resolvers import register
+
+    register()
 
 
 def _to_log_files(level: int, message: str) -> None:

@@ -142,6 +142,13 @@ def test_a_bad_ircot_option_is_one_line_naming_it(settings, overrides, says):
         settings("method=ircot", *overrides)
 
 
+@pytest.mark.parametrize("preset", ["v1_table3_ircot", "v1_table4_ircot_qa"])
+def test_the_paper_presets_take_the_step_limit_of_the_dataset(settings, preset):
+    steps = lambda *o: settings(f"+experiment={preset}", *o).method.options.max_steps  # noqa: E731
+    assert steps("dataset=musique_train") == 4 and steps("dataset=2wikimultihopqa_30") == 2
+    assert steps("dataset=musique_train", "method.max_steps=3") == 3
+
+
 def test_a_prompt_set_without_an_ircot_role_is_refused_before_any_work(settings, tmp_path):
     import yaml
 

@@ -23,8 +23,9 @@ import re
 from collections.abc import Mapping
 
 from hipporag.core.paths import CONF_DIR
+from hipporag.core.resolvers import NAMES
 
-PROJECT_RESOLVERS = frozenset({"unique_suffix"})
+PROJECT_RESOLVERS = frozenset(NAMES)
 _INTERPOLATION = re.compile(r"\$\{\s*([^\s{}:$]*)\s*(:?)")
 
 

@@ -114,7 +114,9 @@ def compose_each(override_lists, hydra: bool = False):
     from hydra import initialize_config_dir
 
     from hipporag.core.paths import CONF_DIR
+    from hipporag.core.resolvers import register
 
+    register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         for overrides in override_lists:
             yield hydra_compose("config", overrides=list(overrides), return_hydra_config=hydra)
