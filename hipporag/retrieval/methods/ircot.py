@@ -38,7 +38,6 @@ from hipporag.retrieval.multistep import MERGE_RULES, MergedRanking, step_scores
 log = logging.getLogger(__name__)
 
 STOP_PHRASE = "So the answer is:"  # both official loops end a chain on it
-ENDS = ("stop_phrase", "max_steps", "failure")
 TRACK_K = 10  # each step's merged top passages kept in the record (the recall curve, the chain's new passages)
 THOUGHT_RULES = ("response", "first_sentence")
 
