@@ -166,7 +166,8 @@ class WandbTracker:
                 "ci/",
             )
             flat.update(flatten(values.get("vs_baseline") or {}, "vs_baseline/"))
-            flat.update({k: v for k, v in values.items() if k not in ("ci", "vs_baseline")})
+            flat.update(flatten(values.get("ircot") or {}, "ircot/"))  # chains: recall after each step, endings
+            flat.update({k: v for k, v in values.items() if k not in ("ci", "vs_baseline", "ircot")})
             for k, v in flat.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     summary[f"{method}/{k.replace('.', '/')}"] = v
@@ -189,7 +190,9 @@ class WandbTracker:
         keep = [
             c
             for c in frame.columns
-            if c in ("method", "query_id", "question", "answer", "em", "f1", "fallback") or c.startswith("recall@")
+            if c
+            in ("method", "query_id", "question", "answer", "em", "f1", "fallback", "ircot_end", "ircot_retrievals")
+            or c.startswith("recall@")
         ]
         pairs = pair_records(frame, metrics["method"], metrics.get("baseline"))
         self.run.log(
