@@ -1,0 +1,34 @@
+"""`hipporag COMMAND`: one command line that lists every command and runs each with its own parser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hipporag import cli
+
+PACKAGE = Path(cli.__file__).parent
+
+
+def test_help_lists_every_command_module_of_the_package(capsys):
+    assert cli.main(["--help"]) == 0
+    printed = capsys.readouterr().out
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "entry", "cli"}
+    listed = {module.split(".")[1] for module, _ in cli.COMMANDS.values()}
+    assert modules <= listed  # a new `python -m hipporag.<command>` module must be listed here too
+    for name, (_, text) in cli.COMMANDS.items():
+        assert f"  {name.ljust(max(map(len, cli.COMMANDS)))}  {text}" in printed
+
+
+def test_a_command_runs_with_its_own_parser_and_exit_code(capsys):
+    assert cli.main(["regress", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "demo_ircot" in out and "musique_train-fidelity" in out
+    assert cli.main(["regress", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: hipporag regress")
+    assert cli.main(["regress", "no-such-regression"]) == 2
+
+
+def test_an_unknown_command_is_one_line_naming_the_commands(capsys):
+    assert cli.main(["regres"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: no command 'regres'") and "regress" in err and len(err.splitlines()) == 1
