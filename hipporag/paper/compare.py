@@ -43,6 +43,7 @@ from hipporag.paper.numbers import (
 )
 from hipporag.retrieval.methods import METHODS
 from hipporag.run.blocks import upsert_block
+from hipporag.run.figures import pct
 from hipporag.run.markdown import md_cell
 from hipporag.run.sweep_folders import job_overrides
 from hipporag.run.sweep_report import collect
@@ -402,10 +403,6 @@ def _difference_lines(matched: list[tuple[str, list[str]]]) -> list[str]:
     return lines
 
 
-def _pct(value) -> str:
-    return "—" if value is None else f"{100 * value:.2f}"
-
-
 def compare(
     sweep_dir: Path,
     table_name: str | None = None,
@@ -463,7 +460,7 @@ def compare(
         for m in metrics:
             ours, theirs = row.metrics.get(m), by_metric.get(m, {}).get("value")
             delta = "—" if ours is None or theirs is None else f"{100 * ours - theirs:+.2f}"
-            cells += [_pct(ours), "—" if theirs is None else f"{theirs:.1f}", delta]
+            cells += [pct(ours, "—"), "—" if theirs is None else f"{theirs:.1f}", delta]
         lines.append("| " + " | ".join(cells) + " |")
         if paper_name:
             any_record = next(iter(by_metric.values()))

@@ -8,7 +8,6 @@ sweep of one job.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pandas as pd
 from hipporag.core.errors import UserError
 from hipporag.core.redact import redact
 from hipporag.eval.paired import pair_records
+from hipporag.run.figures import finite, pct
 from hipporag.run.markdown import md_text
 from hipporag.run.sweep_folders import job_overrides, swept_knobs
 from hipporag.run.tracking import uniform_keys
@@ -54,7 +54,7 @@ class Job:
 
     def value(self, side: str, metric: str) -> tuple[float | None, float | None, float | None]:
         """(value, CI low, CI high) of `side` (main | baseline)."""
-        get = lambda k: _finite(self.keys.get(k))
+        get = lambda k: finite(self.keys.get(k))
         return get(f"{side}/{metric}"), get(f"{side}_ci_lo/{metric}"), get(f"{side}_ci_hi/{metric}")
 
 
@@ -73,12 +73,6 @@ class Comparison:
     def baseline_constant(self, metric: str) -> bool:
         """True when every job's baseline gave the same value (one reference line, not one per job)."""
         return len({j.value("baseline", metric)[0] for j in self.jobs}) <= 1
-
-
-def _finite(v):
-    if v is None or isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v):
-        return None
-    return float(v)
 
 
 def _records(folder: Path) -> pd.DataFrame:
@@ -138,8 +132,8 @@ def _side(row: pd.Series) -> dict:
     ids = list(row.get("top_passage_ids", []))[:5]
     texts = list(row.get("top5_passages", [])) if "top5_passages" in row and row["top5_passages"] is not None else ids
     return {
-        "recall@5": _finite(row.get("recall@5")),
-        "f1": _finite(row.get("f1")),
+        "recall@5": finite(row.get("recall@5")),
+        "f1": finite(row.get("f1")),
         "answer": row.get("answer"),
         "top5": [(t, i in gold) for t, i in zip(texts, ids)],
         "seeds": list(row.get("seeds") or []),
@@ -215,10 +209,6 @@ def seed_text(seed) -> str:
     return f"{name} ({float(numbers[-1]):.2f})" if numbers else name
 
 
-def _pct(v) -> str:
-    return "-" if v is None else f"{100 * v:.2f}"
-
-
 def _side_md(name: str, side: dict) -> list[str]:
     """What one side retrieved; every text from the dataset or the index through `md_text`."""
     lines = [f"- {md_text(name)} top 5 (★ gold):"]
@@ -254,9 +244,9 @@ def to_markdown(c: Comparison) -> str:
             lines += ["", f"### {title} ({len(found)})"]
             for q in found:
                 m, b = q.main, q.baseline
-                scores = f"R@5 {_pct(m['recall@5'])} vs {_pct(b['recall@5'])}"
+                scores = f"R@5 {pct(m['recall@5'])} vs {pct(b['recall@5'])}"
                 if m["f1"] is not None and b["f1"] is not None:
-                    scores += f", F1 {_pct(m['f1'])} vs {_pct(b['f1'])}"
+                    scores += f", F1 {pct(m['f1'])} vs {pct(b['f1'])}"
                 lines += [
                     "",
                     f"**{md_text(q.question)}** ({md_text(q.query_id)}; {scores}); gold answers: "

@@ -12,18 +12,14 @@ import math
 from datetime import datetime, timezone
 
 from hipporag.run.comparison import RUN_TABLE_METRICS, Comparison, cases, chain_text, outcome_counts, seed_text
+from hipporag.run.figures import METRIC_LABELS, pct
 
 MAIN_COLOUR, BASE_COLOUR = "#1f77b4", "#7f7f7f"
-NAMES = {"recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "em": "EM", "f1": "F1"}
 CASES_SHOWN = 25  # per job and side; the rest are counted (comparison.md and the W&B table hold all)
 
 
 def esc(v) -> str:
     return html.escape(str(v), quote=True)
-
-
-def pct(v) -> str:
-    return "-" if v is None else f"{100 * v:.2f}"
 
 
 def _ci(lo, hi) -> str:
@@ -88,7 +84,7 @@ def knob_chart(knob: str, metric: str, points: list[tuple[str, float | None, flo
     y_lo = max(0.0, math.floor(10 * min(seen, default=0.0) - 0.5) / 10)  # the data's range, in tenths
     y_hi = min(1.0, math.ceil(10 * max(seen, default=1.0) + 0.5) / 10)
     y = lambda v: top + height * (1 - (max(y_lo, min(y_hi, v)) - y_lo) / (y_hi - y_lo))
-    title = f"{NAMES.get(metric, metric)} vs {knob}"
+    title = f"{METRIC_LABELS.get(metric, metric)} vs {knob}"
     parts = [
         f'<svg class="chart" role="img" aria-label="{esc(title)}" width="{left + width + 150}" '
         f'height="{top + height + 40 + below}" xmlns="http://www.w3.org/2000/svg">',
@@ -151,7 +147,9 @@ def _methods_section(c: Comparison) -> str:
                 bars += [
                     (f"{c.baseline} (baseline, job {j.name})", *j.value("baseline", metric), "baseline") for j in c.jobs
                 ]
-        out.append(f'<div class="panel" data-metric="{esc(metric)}">{bar_chart(NAMES.get(metric, metric), bars)}</div>')
+        out.append(
+            f'<div class="panel" data-metric="{esc(metric)}">{bar_chart(METRIC_LABELS.get(metric, metric), bars)}</div>'
+        )
     out.append("</section>")
     return "".join(out)
 
@@ -185,8 +183,8 @@ def _sort_key(v):
 def _runs_section(c: Comparison) -> str:
     metrics = [m for m in RUN_TABLE_METRICS if any(j.value("main", m)[0] is not None for j in c.jobs)]
     knobs = [k for k in c.swept if k != "method"]  # a swept method is the method column
-    head = ["job", "method", *knobs, "status"] + [f"{NAMES[m]} [95% CI]" for m in metrics]
-    head += [f"Δ{NAMES[m]} (p)" for m in metrics] + ["wins / losses / ties"]
+    head = ["job", "method", *knobs, "status"] + [f"{METRIC_LABELS[m]} [95% CI]" for m in metrics]
+    head += [f"Δ{METRIC_LABELS[m]} (p)" for m in metrics] + ["wins / losses / ties"]
     out = ['<section id="runs"><h2>Runs</h2><table class="sortable"><thead><tr>']
     out += [f"<th>{esc(h)}</th>" for h in head] + ["</tr></thead><tbody>"]
     rows = [(j, "main") for j in c.jobs]

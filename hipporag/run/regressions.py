@@ -35,6 +35,7 @@ from hipporag.data.sources import DEFAULT_DATA_DIR
 from hipporag.run.launch import launch_run
 from hipporag.run.override_rules import override_refusal
 from hipporag.run.rerun import Comparison, compare_values
+from hipporag.run.tracking import flatten
 
 REGRESSIONS_DIR = REPO_ROOT / "reproduce" / "regressions"
 DEFAULT_TOLERANCE = 0.001
@@ -178,10 +179,7 @@ def measured_values(metrics: dict) -> dict:
 
 
 def _flat(values: dict) -> dict:
-    flat = {"status": values["status"]}
-    for method, vals in values["methods"].items():
-        flat.update({f"{method}.{k}": v for k, v in vals.items()})
-    return flat
+    return {"status": values["status"], **flatten(values["methods"])}  # `<method>.<value>`
 
 
 def compare(expected: dict, measured: dict, tolerance: float) -> list[Comparison]:

@@ -23,6 +23,7 @@ from hipporag.core.redact import redact_obj, redact_yaml, redacted_argv
 from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, text
 from hipporag.eval.paired import pair_records
+from hipporag.run.figures import is_number
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +70,6 @@ def write_run_files(run_dir: Path, metrics: dict, records: list[dict], resolved_
     atomic_write_text(run_dir / "metrics.json", json.dumps(redact_obj(metrics), indent=2, default=float))
 
 
-def _numeric(v) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
 def uniform_keys(metrics: dict) -> dict:
     """The same summary keys in every run, whatever its method, so one W&B panel compares any method with
     the baseline: `main/<metric>`, `baseline/<metric>`, `delta/<metric>`, `p_value/<metric>` and the 95 % CI
@@ -85,7 +82,7 @@ def uniform_keys(metrics: dict) -> dict:
         sides["baseline"] = metrics["methods"][baseline]
     for side, values in sides.items():
         for k, v in values.items():
-            if _numeric(v) and not k.endswith("_s"):
+            if is_number(v) and not k.endswith("_s"):
                 out[f"{side}/{k}"] = v
         for k, bounds in (values.get("ci") or {}).items():
             if isinstance(bounds, list | tuple) and len(bounds) == 2:
@@ -93,7 +90,7 @@ def uniform_keys(metrics: dict) -> dict:
     if "baseline" in sides:
         if main == baseline:
             for k, v in sides["main"].items():
-                if k in (sides["main"].get("ci") or {}) and _numeric(v):
+                if k in (sides["main"].get("ci") or {}) and is_number(v):
                     out[f"delta/{k}"], out[f"p_value/{k}"] = 0.0, 1.0
         for k, test in (sides["main"].get("vs_baseline") or {}).items():
             out[f"delta/{k}"], out[f"p_value/{k}"] = test["delta"], test["p_value"]
@@ -169,7 +166,7 @@ class WandbTracker:
             flat.update(flatten(values.get("ircot") or {}, "ircot/"))  # chains: recall after each step, endings
             flat.update({k: v for k, v in values.items() if k not in ("ci", "vs_baseline", "ircot")})
             for k, v in flat.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if is_number(v):
                     summary[f"{method}/{k.replace('.', '/')}"] = v
         summary.update(uniform_keys(metrics))
         summary["status"] = metrics.get("status", "ok")
@@ -177,13 +174,7 @@ class WandbTracker:
         for stage, usage in metrics.get("llm_usage", {}).items():
             summary.update({f"llm/{stage}/{k}": v for k, v in usage.items()})
         cost = (metrics.get("index") or {}).get("cost") or {}
-        summary.update(
-            {
-                f"index/cost/{k.replace('.', '/')}": v
-                for k, v in flatten(cost).items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)
-            }
-        )
+        summary.update({f"index/cost/{k.replace('.', '/')}": v for k, v in flatten(cost).items() if is_number(v)})
         summary["index/built"] = cost.get("built", "")
         self.run.summary.update(summary)
         frame = redacted_frame(records)

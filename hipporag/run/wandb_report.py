@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-NAMES = {"recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "em": "EM", "f1": "F1"}
+from hipporag.run.figures import METRIC_LABELS as NAMES
 
 
 def build_report(

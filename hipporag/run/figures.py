@@ -1,0 +1,26 @@
+"""How every report writes a number: the metric labels, percentages, what counts as a number.
+
+Why one place: the dashboard, the W&B report, comparison.md, the paper comparison and the tracker each wrote
+these on their own, and twins drift (one page says R@5 where another says recall@5, "-" where another "—").
+"""
+
+from __future__ import annotations
+
+import math
+
+METRIC_LABELS = {"recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "em": "EM", "f1": "F1"}
+
+
+def pct(value, missing: str = "-") -> str:
+    """A fraction as a percentage with two decimals (the papers' form); `missing` for None."""
+    return missing if value is None else f"{100 * value:.2f}"
+
+
+def is_number(value) -> bool:
+    """An int or a float, not a bool (True is an int to Python, never a metric here)."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def finite(value) -> float | None:
+    """The value as a float when it is a finite number, else None (NaN, a bool, a string, None)."""
+    return float(value) if is_number(value) and not math.isnan(value) else None
