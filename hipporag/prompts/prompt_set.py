@@ -201,6 +201,17 @@ def _turns(spec: RoleSpec, role: str, group, where: str) -> tuple[tuple[str, str
     return tuple(turns)
 
 
+def _passage_template(group: Mapping, role: str, origin: str, keys: set[str], default: str) -> str:
+    """A role's `passage` template (one `${passage}`), after refusing keys the role does not have."""
+    extra = set(group) - {"messages", "passage", *keys}
+    if extra:
+        raise PromptSetError(f"{origin}: {role}: unknown key {sorted(extra)[0]!r}")
+    passage = group.get("passage", default)
+    if not isinstance(passage, str) or placeholders(passage, f"{origin}: {role}.passage") != {"passage"}:
+        raise PromptSetError(f"{origin}: {role}.passage must be a text with the one placeholder ${{passage}}")
+    return passage
+
+
 def parse_prompt_set(data, origin: str) -> PromptSet:
     """A prompt set from its mapping (a YAML file's content, or the `prompts` config group)."""
     if not isinstance(data, Mapping):
@@ -217,23 +228,13 @@ def parse_prompt_set(data, origin: str) -> PromptSet:
         group = data[role]
         turns = _turns(spec, role, group, origin)
         if role == "reader":
-            extra = set(group) - {"messages", "passage", "answer"}
-            if extra:
-                raise PromptSetError(f"{origin}: reader: unknown key {sorted(extra)[0]!r}")
-            passage = group.get("passage", "${passage}")
-            if not isinstance(passage, str) or placeholders(passage, f"{origin}: reader.passage") != {"passage"}:
-                raise PromptSetError(f"{origin}: reader.passage must be a text with the one placeholder ${{passage}}")
+            passage = _passage_template(group, role, origin, {"answer"}, "${passage}")
             answer = group.get("answer", "last")
             if answer not in ANSWER_RULES:
                 raise PromptSetError(f"{origin}: reader.answer={answer!r}: expected one of {', '.join(ANSWER_RULES)}")
             roles[role] = ReaderPrompt(role, turns, passage=passage, answer=answer)
         elif role == "ircot":
-            extra = set(group) - {"messages", "passage", "merge_same_title"}
-            if extra:
-                raise PromptSetError(f"{origin}: ircot: unknown key {sorted(extra)[0]!r}")
-            passage = group.get("passage", "${passage}\n\n")
-            if not isinstance(passage, str) or placeholders(passage, f"{origin}: ircot.passage") != {"passage"}:
-                raise PromptSetError(f"{origin}: ircot.passage must be a text with the one placeholder ${{passage}}")
+            passage = _passage_template(group, role, origin, {"merge_same_title"}, "${passage}\n\n")
             merge = group.get("merge_same_title", False)
             if not isinstance(merge, bool):
                 raise PromptSetError(f"{origin}: ircot.merge_same_title={merge!r}: expected true or false")
