@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweeps-root", type=Path, default=REPO_ROOT / "outputs" / "multirun")
     args = ap.parse_args(argv)
 
-    from hipporag.run import dashboard as db
+    from hipporag.report import dashboard as db
     from hipporag.run.tracking import has_wandb_credentials
 
     try:

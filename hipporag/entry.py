@@ -69,8 +69,8 @@ def write_partial_sweep_report(sweep_dir: Path) -> None:
     """The report and dashboard of the jobs a stopped sweep finished; a problem here is one line, never a
     traceback (the jobs' own files are complete)."""
     try:
-        from hipporag.run.dashboard import write_after_sweep
-        from hipporag.run.sweep_report import write_report
+        from hipporag.report.dashboard import write_after_sweep
+        from hipporag.report.sweep_report import write_report
 
         write_report(sweep_dir, partial=True)
         write_after_sweep(sweep_dir)

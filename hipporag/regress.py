@@ -21,7 +21,7 @@ from hipporag.core.paths import REPO_ROOT
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hipporag.run import regressions as rg
+    from hipporag.recheck import regressions as rg
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="regressions to run (file names without .yaml); default: all")
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "summary.md").write_text(table + (f"\n\n{details}" if details else "") + "\n")
     (out / "summary.json").write_text(json.dumps(rg.outcomes_json(outcomes), indent=1) + "\n")
     if args.write:
-        from hipporag.run.blocks import upsert_block
+        from hipporag.report.blocks import upsert_block
 
         command = "python -m hipporag.regress " + " ".join(argv if argv is not None else sys.argv[1:])
         block = f"`{command.strip()}`, {dt.datetime.now():%Y-%m-%d %H:%M}, {rg.where_measured()}\n\n{table}"

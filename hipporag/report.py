@@ -1,9 +1,9 @@
 """`python -m hipporag.report SWEEP_DIR [--write FILE --block NAME]`: (re)write a sweep's report.
 
-The command only: the report is built by `hipporag.run.sweep_report`.
+The command only: the report is built by `hipporag.report.sweep_report`.
 """
 
-from hipporag.run.sweep_report import main
+from hipporag.report.sweep_report import main
 
 if __name__ == "__main__":
     main()

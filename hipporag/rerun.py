@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("overrides", nargs="*", help="after --: overrides for the rerun")
     args = ap.parse_intermixed_args(argv)  # overrides may follow --out (RUN_DIR --out X -- a=b)
 
-    from hipporag.run.rerun import compare_metrics, format_comparison, provenance_changes, rerun
+    from hipporag.recheck.rerun import compare_metrics, format_comparison, provenance_changes, rerun
 
     try:
         with tempfile.TemporaryDirectory() as tmp:

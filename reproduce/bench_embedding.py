@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hipporag.run.blocks import replace_block  # noqa: E402
+from hipporag.report.blocks import replace_block  # noqa: E402
 
 START, END = "<!-- bench_embedding:start -->", "<!-- bench_embedding:end -->"
 

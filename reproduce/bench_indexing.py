@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hipporag.run.blocks import replace_block  # noqa: E402
+from hipporag.report.blocks import replace_block  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from hipporag.run.blocks import replace_block  # noqa: E402
+from hipporag.report.blocks import replace_block  # noqa: E402
 
 START, END = "<!-- bench_llm_indexing:start -->", "<!-- bench_llm_indexing:end -->"
 NAMES = [

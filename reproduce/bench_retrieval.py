@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from hipporag.report.blocks import replace_block  # noqa: E402
 from hipporag.retrieval import ppr as ppr_module  # noqa: E402
 from hipporag.retrieval.ppr import TransitionMatrix, batched_ppr, igraph_ppr  # noqa: E402
-from hipporag.run.blocks import replace_block  # noqa: E402
 
 START, END = "<!-- bench_retrieval:start -->", "<!-- bench_retrieval:end -->"
 BOUND_START, BOUND_END = "<!-- bound:start -->", "<!-- bound:end -->"

@@ -22,7 +22,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hipporag.run.blocks import replace_block  # noqa: E402
+from hipporag.report.blocks import replace_block  # noqa: E402
 
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())
 START, END = "<!-- measured:start -->", "<!-- measured:end -->"

@@ -318,7 +318,7 @@ def main() -> None:
     (args.out / "gpu_check.md").write_text(text + "\n")
     print(text)
     if args.write:
-        from hipporag.run.blocks import replace_block
+        from hipporag.report.blocks import replace_block
 
         replace_block(ROOT / "reproduce" / "PERFORMANCE.md", "<!-- gpu_check:start -->", "<!-- gpu_check:end -->", text)
 

@@ -335,7 +335,7 @@ def main() -> None:
     )
     print(text)
     if args.write:
-        from hipporag.run.blocks import replace_block
+        from hipporag.report.blocks import replace_block
 
         replace_block(ROOT / "reproduce" / "FIDELITY.md", START, END, text)
 

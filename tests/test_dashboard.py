@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from hipporag.eval.paired import pair_records, winner
+from hipporag.report.wandb_report import build_report, specification
 from hipporag.run.sweep_folders import swept_knobs
 from hipporag.run.tracking import uniform_keys
-from hipporag.run.wandb_report import build_report, specification
 
 
 def record(method, qid, r5, f1=None, r2=0.0):
@@ -68,7 +68,7 @@ def test_uniform_keys_are_the_same_whatever_the_method():
 
 
 def test_seeds_read_the_same_for_both_hipporag_versions():
-    from hipporag.run.comparison import seed_text
+    from hipporag.report.comparison import seed_text
 
     assert seed_text(["alder glassworks", 0.468609]) == "alder glassworks (0.47)"  # HippoRAG 2: node, weight
     assert seed_text(["publix", "publix supermarkets", 0.91, 1.0]) == "publix → publix supermarkets (1.00)"  # v1

@@ -14,8 +14,8 @@ import yaml
 from hipporag.core.errors import DatasetError
 from hipporag.data.formats import load_files
 from hipporag.llm.generation import Generation
-from hipporag.run import comparison, sweep_report
-from hipporag.run.markdown import md_cell, md_text
+from hipporag.report import comparison, sweep_report
+from hipporag.report.markdown import md_cell, md_text
 from hipporag.run.tracking import write_run_files
 
 SCRIPT = "<script>alert('x')</script>"

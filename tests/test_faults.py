@@ -715,7 +715,7 @@ def _odd_demo(tmp: Path) -> tuple[Path, Path]:
 
 
 def test_odd_text_is_counted_said_once_and_escaped_and_the_run_completes(tmp_path):
-    from hipporag.run.dashboard import write_offline
+    from hipporag.report.dashboard import write_offline
 
     questions, corpus = _odd_demo(tmp_path)
     overrides = [f"dataset.questions={questions}", f"dataset.corpus={corpus}", f"cache_dir={tmp_path / 'cache'}"]

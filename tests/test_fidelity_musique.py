@@ -66,7 +66,7 @@ def test_graph_matches_official_counts(runs):
 
 
 def test_the_run_gives_the_recorded_regression_numbers(runs):
-    from hipporag.run import regressions as rg
+    from hipporag.recheck import regressions as rg
 
     reg = rg.load(ROOT / "reproduce" / "regressions" / "musique_train-fidelity.yaml")
     measured = rg.measured_values(json.loads((runs[0] / "metrics.json").read_text()))

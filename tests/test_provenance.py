@@ -95,7 +95,7 @@ def _maybe(package):
 
 
 def test_compare_metrics_verdicts():
-    from hipporag.run.rerun import compare_metrics, provenance_changes
+    from hipporag.recheck.rerun import compare_metrics, provenance_changes
 
     a = {"methods": {"dense": {"recall@2": 0.5, "em": None, "retrieve_s": 1.0, "ci": {"recall@2": [0.4, 0.6]}}}}
     b = {"methods": {"dense": {"recall@2": 0.5 + 1e-12, "em": None, "retrieve_s": 9.0, "ci": {"recall@2": [0.4, 0.7]}}}}

@@ -12,7 +12,7 @@ import yaml
 from cli import ROOT, run_cli
 
 from hipporag import regress
-from hipporag.run import regressions as rg
+from hipporag.recheck import regressions as rg
 
 DATA = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())

@@ -23,6 +23,11 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def is_number(v) -> bool:
+    """An int or a float, not a bool (True is an int to Python, never a number here)."""
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
 def _is_number(v) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 

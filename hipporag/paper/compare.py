@@ -41,12 +41,12 @@ from hipporag.paper.numbers import (
     paper_dataset,
     qa_setting,
 )
+from hipporag.report.blocks import upsert_block
+from hipporag.report.figures import pct
+from hipporag.report.markdown import md_cell
+from hipporag.report.sweep_report import collect
 from hipporag.retrieval.methods import METHODS
-from hipporag.run.blocks import upsert_block
-from hipporag.run.figures import pct
-from hipporag.run.markdown import md_cell
 from hipporag.run.sweep_folders import job_overrides
-from hipporag.run.sweep_report import collect
 
 
 def ablation_knobs(method: str) -> tuple[str, ...]:

@@ -1,3 +1,4 @@
-"""One run and a sweep of runs: the settings check (`settings`), the wiring of the stages (`experiment`),
-the summary table (`summary`), run files and W&B (`tracking`), the sweep report (`sweep_report`), and
-generated blocks in markdown files (`blocks`)."""
+"""Running an experiment: the settings check (`settings`), the wiring of the stages (`experiment`), the
+summary table (`summary`), provenance, run files and W&B (`tracking`), launching a run in its own process
+(`launch`), what an override may touch (`override_rules`), and a sweep's folders and pre-check. The reports
+on runs live in `hipporag.report`, the re-checking of runs in `hipporag.recheck`."""

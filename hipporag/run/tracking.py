@@ -21,9 +21,8 @@ import pandas as pd
 from hipporag.cache.files import atomic_write_bytes, atomic_write_text
 from hipporag.core.redact import redact_obj, redact_yaml, redacted_argv
 from hipporag.core.registry import Configured, Registry, option
-from hipporag.core.rules import choice, text
+from hipporag.core.rules import choice, is_number, text
 from hipporag.eval.paired import pair_records
-from hipporag.run.figures import is_number
 
 log = logging.getLogger(__name__)
 

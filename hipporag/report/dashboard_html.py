@@ -11,8 +11,8 @@ import html
 import math
 from datetime import datetime, timezone
 
-from hipporag.run.comparison import RUN_TABLE_METRICS, Comparison, cases, chain_text, outcome_counts, seed_text
-from hipporag.run.figures import METRIC_LABELS, pct
+from hipporag.report.comparison import RUN_TABLE_METRICS, Comparison, cases, chain_text, outcome_counts, seed_text
+from hipporag.report.figures import METRIC_LABELS, pct
 
 MAIN_COLOUR, BASE_COLOUR = "#1f77b4", "#7f7f7f"
 CASES_SHOWN = 25  # per job and side; the rest are counted (comparison.md and the W&B table hold all)

@@ -16,8 +16,8 @@ import pandas as pd
 from hipporag.core.errors import UserError
 from hipporag.core.redact import redact
 from hipporag.eval.paired import pair_records
-from hipporag.run.figures import finite, pct
-from hipporag.run.markdown import md_text
+from hipporag.report.figures import finite, pct
+from hipporag.report.markdown import md_text
 from hipporag.run.sweep_folders import job_overrides, swept_knobs
 from hipporag.run.tracking import uniform_keys
 

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import math
 
+from hipporag.core.rules import is_number
+
+__all__ = ["METRIC_LABELS", "finite", "is_number", "pct"]
+
 METRIC_LABELS = {"recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "em": "EM", "f1": "F1"}
 
 
 def pct(value, missing: str = "-") -> str:
     """A fraction as a percentage with two decimals (the papers' form); `missing` for None."""
     return missing if value is None else f"{100 * value:.2f}"
-
-
-def is_number(value) -> bool:
-    """An int or a float, not a bool (True is an int to Python, never a metric here)."""
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def finite(value) -> float | None:

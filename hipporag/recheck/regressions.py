@@ -32,9 +32,9 @@ import yaml
 from hipporag.core.errors import UserError
 from hipporag.core.paths import REPO_ROOT
 from hipporag.data.sources import DEFAULT_DATA_DIR
+from hipporag.recheck.rerun import Comparison, compare_values
 from hipporag.run.launch import launch_run
 from hipporag.run.override_rules import override_refusal
-from hipporag.run.rerun import Comparison, compare_values
 from hipporag.run.tracking import flatten
 
 REGRESSIONS_DIR = REPO_ROOT / "reproduce" / "regressions"

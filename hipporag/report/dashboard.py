@@ -12,9 +12,9 @@ from pathlib import Path
 
 from hipporag.cache.files import atomic_write_text
 from hipporag.core.errors import UserError
-from hipporag.run.comparison import Comparison, load, to_markdown
-from hipporag.run.dashboard_html import render
-from hipporag.run.wandb_report import build_report, write_specification
+from hipporag.report.comparison import Comparison, load, to_markdown
+from hipporag.report.dashboard_html import render
+from hipporag.report.wandb_report import build_report, write_specification
 
 log = logging.getLogger(__name__)
 

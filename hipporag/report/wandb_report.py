@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hipporag.run.figures import METRIC_LABELS as NAMES
+from hipporag.report.figures import METRIC_LABELS as NAMES
 
 
 def build_report(

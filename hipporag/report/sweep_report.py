@@ -19,7 +19,7 @@ import pandas as pd
 from hipporag.cache.files import atomic_write_text
 from hipporag.core.errors import EXIT_DEGRADED
 from hipporag.core.redact import redact, redact_file, register_config
-from hipporag.run.markdown import md_cell, md_row, md_text
+from hipporag.report.markdown import md_cell, md_row, md_text
 from hipporag.run.sweep_folders import job_overrides, swept_knobs
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ class SweepReportCallback(Callback):
             log.warning("No sweep report: %s", e)
             return
         print(redact(write_collected(sweep_dir, frame, swept)))
-        from hipporag.run.dashboard import write_after_sweep
+        from hipporag.report.dashboard import write_after_sweep
 
         write_after_sweep(sweep_dir)  # dashboard.html, the W&B report specification, comparison.md
         for name in SWEEP_FILES:
@@ -238,7 +238,7 @@ def main() -> None:
     text = write_report(args.sweep_dir)
     print(text)
     if args.write:
-        from hipporag.run.blocks import upsert_block
+        from hipporag.report.blocks import upsert_block
 
         block = args.block or args.sweep_dir.name
         upsert_block(args.write, f"<!-- report:{block}:start -->", f"<!-- report:{block}:end -->", text)
