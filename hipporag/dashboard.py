@@ -40,13 +40,15 @@ def main(argv: list[str] | None = None) -> int:
                 folders.append(found)
         if not folders and not args.group:
             raise db.DashboardError("give a run or sweep folder, or --group SWEEP")
-        for folder in folders:
-            for path in db.write_offline(folder):
+        comparisons = [db.load(folder) for folder in folders]  # each folder read once
+        for folder, c in zip(folders, comparisons):
+            for path in db.write_offline(folder, c):
                 print(path)
         if not args.offline and has_wandb_credentials():
             groups = args.group or [f.name for f in folders]
-            project = args.project or (db.project_of(folders[0]) if folders else "hipporag-harness")
-            print("W&B report:", db.save_online(entity=args.entity, project=project, groups=groups, folders=folders))
+            project = args.project or (db.project_of(comparisons[0]) if comparisons else "hipporag-harness")
+            report = db.save_online(entity=args.entity, project=project, groups=groups, comparisons=comparisons)
+            print("W&B report:", report)
         elif not args.offline:
             print("W&B: no credentials found: wrote the offline dashboard only (`wandb login` for the online report)")
     except UserError as e:

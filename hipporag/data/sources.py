@@ -28,14 +28,19 @@ def demo_data_dir() -> Path:
 DEFAULT_DATA_DIR = REPRODUCE_DIR / "datasets"
 
 
-def resolve_data_dir(configured: str | None) -> Path:
-    """dataset.data_dir, else $HIPPORAG_DATA_DIR, else reproduce/datasets in the checkout."""
+def data_dir_choice(configured: str | Path | None, name: str = "dataset.data_dir") -> tuple[str, Path]:
+    """(where it came from, the data directory): `configured` (named `name`), else $HIPPORAG_DATA_DIR, else
+    reproduce/datasets in the checkout. The one resolution order (runs, regressions)."""
     if configured:
-        where, path = "dataset.data_dir", Path(configured).expanduser()
-    elif os.environ.get("HIPPORAG_DATA_DIR"):
-        where, path = "$HIPPORAG_DATA_DIR", Path(os.environ["HIPPORAG_DATA_DIR"]).expanduser()
-    else:
-        where, path = "the default", DEFAULT_DATA_DIR
+        return name, Path(configured).expanduser()
+    if os.environ.get("HIPPORAG_DATA_DIR"):
+        return "$HIPPORAG_DATA_DIR", Path(os.environ["HIPPORAG_DATA_DIR"]).expanduser()
+    return "the default", DEFAULT_DATA_DIR
+
+
+def resolve_data_dir(configured: str | None) -> Path:
+    """dataset.data_dir, else $HIPPORAG_DATA_DIR, else reproduce/datasets in the checkout; it must exist."""
+    where, path = data_dir_choice(configured)
     if not path.is_dir():
         raise DatasetError(
             f"data directory {path} (from {where}) does not exist. Point HIPPORAG_DATA_DIR or "

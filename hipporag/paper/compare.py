@@ -174,10 +174,12 @@ def _model_name(value) -> str:
 
 def our_setting(method: str, cfg: dict) -> dict:
     """What our job used, in the terms of the paper tables' setting columns."""
-    if method == "ircot":
-        return _ircot_setting(cfg)
+    spec = METHODS.get(method)
+    values = {**cfg, "method_options": cfg.get("method") or {}}  # what the registry's rules read
+    if spec is not None and spec.base_of is not None:
+        return _wrapped_setting(spec, cfg)
     emb = cfg.get("embedder") or {}
-    retriever = "BM25" if method == "bm25" else (_model_name(emb.get("path")) or str(emb.get("model", "?")))
+    retriever = (spec and spec.retriever_label) or _model_name(emb.get("path")) or str(emb.get("model", "?"))
     ext = cfg.get("extractor") or {}
     llm = (cfg.get("llm") or {}).get("model", "?")
     extractor = {
@@ -185,28 +187,23 @@ def our_setting(method: str, cfg: dict) -> dict:
         "imported": f"imported {_model_name(ext.get('path'))}",
         "llm": str(llm),
     }.get(ext.get("name"), str(ext.get("name", "?")))
-    if method == "hipporag2":
-        llm_used = str(llm) if cfg.get("filter") == "llm" else "none"
-    elif method == "hipporag":
-        llm_used = str(llm) if (cfg.get("method") or {}).get("ner") == "llm" else "none (spaCy query NER)"
-    elif method == "raptor":
-        llm_used = str(llm)
+    if spec is None or "llm" not in spec.setting_fields:
+        llm_used = ""  # a method without an LLM column (dense, bm25)
     else:
-        llm_used = ""
+        llm_used = str(llm) if spec.uses_llm(values) else spec.no_llm_label
     return {"retriever": retriever, "extractor": extractor, "llm": llm_used, **reader_setting(cfg)}
 
 
-def _ircot_setting(cfg: dict) -> dict:
-    """IRCoT's setting: its base method's (retriever, OpenIE, LLM), the step LLM when it takes steps, and the
-    step options the v1 paper states (`base`, `max_steps`, `step_top_k`)."""
+def _wrapped_setting(spec, cfg: dict) -> dict:
+    """A wrapping method's (IRCoT's) setting: its base method's (retriever, OpenIE, LLM), its own LLM when it
+    uses one (the step LLM), and the step options the v1 paper states (`base`, `max_steps`, `step_top_k`)."""
     opts = ircot_options(cfg)
-    base = str(opts.get("base", "dense"))
-    base_cfg = {**cfg, "method": {**_shipped_method(base), **(opts.get("base_options") or {})}}
-    setting = our_setting(base, base_cfg)
-    steps = opts.get("max_steps")
-    if steps is None or steps > 1:
+    values = {**cfg, "method_options": opts}
+    base, base_options = spec.base_of(values)
+    setting = our_setting(base, {**cfg, "method": base_options})
+    if spec.uses_llm(values):
         setting["llm"] = str((cfg.get("llm") or {}).get("model", "?"))
-    return {**setting, "base": base, "max_steps": steps, "step_top_k": opts.get("step_top_k")}
+    return {**setting, "base": base, "max_steps": opts.get("max_steps"), "step_top_k": opts.get("step_top_k")}
 
 
 def reader_setting(cfg: dict) -> dict:

@@ -22,7 +22,6 @@ shared one; `cold` shares nothing, `warm` shares everything (fast, and says so).
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ import yaml
 
 from hipporag.core.errors import UserError
 from hipporag.core.paths import REPO_ROOT
-from hipporag.data.sources import DEFAULT_DATA_DIR
+from hipporag.data.sources import data_dir_choice
 from hipporag.recheck.rerun import Comparison, compare_values
 from hipporag.run.launch import launch_run
 from hipporag.run.override_rules import override_refusal
@@ -131,17 +130,18 @@ def select(regressions: dict[str, Regression], names: list[str], fast: bool) -> 
 
 
 def resolve_data_dir(given: Path | None) -> Path:
-    """--data-dir, else $HIPPORAG_DATA_DIR, else reproduce/datasets (as `python run.py` resolves it)."""
-    if given is not None:
-        return Path(given).expanduser().resolve()
-    env = os.environ.get("HIPPORAG_DATA_DIR")
-    return Path(env).expanduser().resolve() if env else DEFAULT_DATA_DIR
+    """--data-dir, else $HIPPORAG_DATA_DIR, else reproduce/datasets (as `python run.py` resolves it); a missing
+    one is not an error here: the regressions that need it are skipped."""
+    return data_dir_choice(given, "--data-dir")[1].resolve()
 
 
 def default_cache_dir() -> Path:
-    """Where `python run.py` keeps its cache: $HIPPORAG_CACHE_DIR, else outputs/cache (conf/config.yaml)."""
-    env = os.environ.get("HIPPORAG_CACHE_DIR")
-    return Path(env).expanduser().resolve() if env else REPO_ROOT / "outputs" / "cache"
+    """Where `python run.py` keeps its cache: conf/config.yaml's `cache_dir` as composed (the environment's
+    $HIPPORAG_CACHE_DIR, else outputs/cache), relative to the checkout, where the runs are launched."""
+    from hipporag.run.settings import compose
+
+    path = Path(str(compose().cache_dir)).expanduser()
+    return (path if path.is_absolute() else REPO_ROOT / path).resolve()
 
 
 def prepare_cache(mode: str, shared: Path, fresh: Path) -> Path:

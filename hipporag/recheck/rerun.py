@@ -17,6 +17,7 @@ from pathlib import Path
 from hipporag.core.errors import UserError
 from hipporag.run.launch import launch_run
 from hipporag.run.override_rules import config_refusal, override_refusal
+from hipporag.run.tracking import flatten
 
 # every per-method value is compared (recall@k, EM, F1, CIs, deltas, p-values, fallbacks, error counts)
 # except wall times, which no rerun repeats
@@ -36,27 +37,14 @@ class Comparison:
     verdict: str  # identical | within tolerance | different | missing
 
 
-def _flatten(d, prefix: str = "") -> dict:
-    out = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-    elif isinstance(d, list):
-        for i, v in enumerate(d):
-            out.update(_flatten(v, f"{prefix}{i}."))
-    else:
-        out[prefix.rstrip(".")] = d
-    return out
-
-
 def _is_result(key: str) -> bool:
     return not key.rsplit(".", 1)[-1].endswith("_s")
 
 
 def compare_metrics(recorded: dict, rerun: dict, tolerance: float) -> list[Comparison]:
     """Every per-method result of the recorded run against the rerun's."""
-    a = {k: v for k, v in _flatten(recorded.get("methods", {})).items() if _is_result(k)}
-    b = {k: v for k, v in _flatten(rerun.get("methods", {})).items() if _is_result(k)}
+    a = {k: v for k, v in flatten(recorded.get("methods", {}), lists=True).items() if _is_result(k)}
+    b = {k: v for k, v in flatten(rerun.get("methods", {}), lists=True).items() if _is_result(k)}
     return compare_values(a, b, tolerance)
 
 
@@ -79,7 +67,7 @@ def compare_values(a: dict, b: dict, tolerance: float) -> list[Comparison]:
 
 def provenance_changes(recorded: dict, rerun: dict) -> list[tuple[str, object, object]]:
     """The provenance fields whose values differ between the two records."""
-    a, b = _flatten(recorded.get("provenance") or {}), _flatten(rerun.get("provenance") or {})
+    a, b = flatten(recorded.get("provenance") or {}, lists=True), flatten(rerun.get("provenance") or {}, lists=True)
     return [(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
 
 

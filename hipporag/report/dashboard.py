@@ -34,13 +34,14 @@ def _tracker_settings(c: Comparison) -> tuple[str, str | None]:
     return tracker.get("project") or "hipporag-harness", tracker.get("entity")
 
 
-def project_of(folder: Path) -> str:
-    return _tracker_settings(load(folder))[0]
+def project_of(c: Comparison) -> str:
+    return _tracker_settings(c)[0]
 
 
-def write_offline(folder: Path) -> list[Path]:
-    """dashboard.html, dashboard_report.json and comparison.md in `folder` (a run or a sweep)."""
-    c = load(folder)
+def write_offline(folder: Path, c: Comparison | None = None) -> list[Path]:
+    """dashboard.html, dashboard_report.json and comparison.md in `folder` (a run or a sweep; `c`: the folder
+    already read, so that a command reads each folder once)."""
+    c = c if c is not None else load(folder)
     project, entity = _tracker_settings(c)
     groups = [Path(folder).name]
     report = build_report(groups=groups, swept=c.swept, metrics=c.metrics, baseline=c.baseline, project=project)
@@ -50,17 +51,18 @@ def write_offline(folder: Path) -> list[Path]:
     return [Path(folder) / f for f in (HTML_FILE, SPEC_FILE, CASES_FILE)]
 
 
-def save_online(*, entity: str | None, project: str, groups: list[str], folders: list[Path]) -> str:
+def save_online(*, entity: str | None, project: str, groups: list[str], comparisons: list[Comparison]) -> str:
     """Build the report for W&B sweeps `groups` and save it; returns its URL. The swept knobs and metrics are
-    read from the local sweep folders when given, else from the runs' W&B config and summary."""
+    read from the local sweep folders (`comparisons`, read once by the caller) when given, else from the runs'
+    W&B config and summary."""
     import wandb
 
     try:
         api = wandb.Api()
     except Exception as e:  # no credentials: wandb raises its UsageError
         raise DashboardError(f"W&B: cannot log in ({' '.join(str(e).split())})") from None
-    if folders:
-        comps = [load(f) for f in folders]
+    if comparisons:
+        comps = comparisons
         swept = list(dict.fromkeys(k for c in comps for k in c.swept))
         metrics = list(dict.fromkeys(m for c in comps for m in c.metrics))
         baseline = comps[0].baseline

@@ -29,12 +29,14 @@ log = logging.getLogger(__name__)
 SECRET_MARKERS = ("api_key", "apikey", "token", "secret", "password")
 
 
-def flatten(d: dict, prefix: str = "") -> dict:
+def flatten(d: dict, prefix: str = "", lists: bool = False) -> dict:
+    """Nested mappings as one level of `a.b.c` keys (after `prefix`); with `lists`, list items too (`a.0`)."""
     out = {}
-    for k, v in d.items():
+    items = d.items() if isinstance(d, dict) else enumerate(d)
+    for k, v in items:
         key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flatten(v, key + "."))
+        if isinstance(v, dict) or (lists and isinstance(v, list)):
+            out.update(flatten(v, key + ".", lists))
         else:
             out[key] = v
     return out

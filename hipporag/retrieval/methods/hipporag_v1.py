@@ -68,6 +68,7 @@ def _entity_structures(index):
     uses_llm=lambda values: (values.get("method_options") or {}).get("ner") == "llm",
     options=HippoRAGv1Options,
     setting_fields=("retriever", "extractor", "llm"),
+    no_llm_label="none (spaCy query NER)",
     llm_role="query NER",
     ablation_knobs=("node_specificity", "synonymy_edges"),
 )

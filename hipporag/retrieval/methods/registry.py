@@ -21,7 +21,9 @@ What a method declares, and who reads it:
   refuses an undeclared one); the class is built with an instance of it. The defaults live in
   `conf/method/<name>.yaml` only, also when the method runs as the baseline (`method_options`).
 - for the paper tables (`hipporag.paper.compare`): `setting_fields` (which setting columns describe it),
-  `llm_role` (what the papers call its LLM), `ablation_knobs` (the switches that define its ablations).
+  `llm_role` (what the papers call its LLM), `ablation_knobs` (the switches that define its ablations),
+  `retriever_label` (its retriever in the tables' words when not the embedder, e.g. BM25), `no_llm_label`
+  (its LLM column when it runs without one).
 
 Adding a method: one module in this package with a decorated class, and `conf/method/<name>.yaml`.
 Modules here are imported by `methods/__init__.py` automatically.
@@ -60,6 +62,8 @@ class MethodSpec(Part):
     llm_role: str | None = None
     ablation_knobs: tuple[str, ...] = ()
     base_of: Callable[[dict], tuple[str, dict]] | None = None
+    retriever_label: str | None = None
+    no_llm_label: str = "none"
 
 
 def _builder(cls: type) -> Callable:
@@ -79,6 +83,8 @@ def register_method(
     llm_role: str | None = None,
     ablation_knobs: tuple[str, ...] = (),
     base_of: Callable[[dict], tuple[str, dict]] | None = None,
+    retriever_label: str | None = None,
+    no_llm_label: str = "none",
 ):
     """Class decorator: declare a retrieval method under `name` (see the module docstring)."""
 
@@ -100,6 +106,8 @@ def register_method(
             llm_role=llm_role,
             ablation_knobs=tuple(ablation_knobs),
             base_of=base_of,
+            retriever_label=retriever_label,
+            no_llm_label=no_llm_label,
         )
         METHODS.add(spec)
         cls.name = name
