@@ -14,7 +14,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "regress": ("hipporag.regress", "rerun the recorded regressions (reproduce/regressions/), or --record them"),
     "rerun": ("hipporag.rerun", "run a recorded run's saved config again and compare its metrics and provenance"),
-    "report": ("hipporag.report", "(re)write a sweep's report (report.md / .csv, plots)"),
+    "report": ("hipporag.report.__main__", "(re)write a sweep's report (report.md / .csv, plots)"),
     "reproduce": ("hipporag.reproduce", "put a paper-table sweep beside the published numbers"),
     "dashboard": ("hipporag.dashboard", "every method against StandardRAG: dashboard.html offline, or a W&B report"),
     "prompts": ("hipporag.prompts.__main__", "import the official prompt sets (main or legacy branch), show a set"),
