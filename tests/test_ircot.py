@@ -221,24 +221,7 @@ def ircot_sweep(tmp_path_factory):
     server.fail = fail
     tmp = tmp_path_factory.mktemp("ircot")
     try:
-        proc = run_cli(
-            "run.py",
-            "-m",
-            "method=ircot",
-            "method.base=dense,hipporag2",
-            "method.max_steps=3",
-            "read=false",
-            "tracker=none",
-            "llm=openai",
-            "llm.model=scripted",
-            f"llm.base_url={server.base_url}",
-            "llm.max_retries=0",
-            "max_llm_error_rate=0.1",
-            f"cache_dir={tmp / 'cache'}",
-            f"hydra.sweep.dir={tmp / 'sweep'}",
-        )
-        rerun = run_cli(  # the same job again: every good answer from the cache, the failed one asked again
-            "run.py",
+        common = (
             "method=ircot",
             "method.max_steps=3",
             "read=false",
@@ -249,8 +232,10 @@ def ircot_sweep(tmp_path_factory):
             "llm.max_retries=0",
             "max_llm_error_rate=0.1",
             f"cache_dir={tmp / 'cache'}",
-            f"hydra.run.dir={tmp / 'rerun'}",
         )
+        proc = run_cli("run.py", "-m", *common, "method.base=dense,hipporag2", f"hydra.sweep.dir={tmp / 'sweep'}")
+        # the same job again: every good answer from the cache, the failed one asked again
+        rerun = run_cli("run.py", *common, f"hydra.run.dir={tmp / 'rerun'}")
         yield tmp, proc, rerun, server, doomed["q"]
     finally:
         server.stop()
