@@ -58,4 +58,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hipporag.core.command import run_module
+
+    run_module("hipporag.dashboard", main)

@@ -72,4 +72,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from hipporag.core.command import run_module
+
+    run_module("hipporag.measure_extractors", main)

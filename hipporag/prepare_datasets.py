@@ -4,9 +4,9 @@ directory.
 The command only: the preparation is done by `hipporag.data.prepare`.
 """
 
-import sys
-
 from hipporag.data.prepare import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hipporag.core.command import run_module
+
+    run_module("hipporag.prepare_datasets", main)

@@ -93,4 +93,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hipporag.core.command import run_module
+
+    run_module("hipporag.regress", main)

@@ -4,9 +4,9 @@ the published numbers.
 The command only: the comparison is built by `hipporag.paper.compare`.
 """
 
-import sys
-
 from hipporag.paper.compare import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hipporag.core.command import run_module
+
+    run_module("hipporag.reproduce", main)

@@ -39,4 +39,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from hipporag.core.command import run_module
+
+    run_module("hipporag.rerun", main)

@@ -33,3 +33,19 @@ def test_an_unknown_command_is_one_line_naming_the_commands(capsys):
     assert cli.main(["regres"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: no command 'regres'") and "regress" in err and len(err.splitlines()) == 1
+
+
+def test_every_command_names_itself_in_its_usage_line(capsys):
+    for name in cli.COMMANDS:
+        assert cli.main([name, "--help"]) == 0
+        assert capsys.readouterr().out.startswith(f"usage: hipporag {name} "), name
+
+
+def test_each_command_run_with_python_m_names_itself():
+    import subprocess
+    import sys
+
+    for module, _ in cli.COMMANDS.values():
+        module = module.removesuffix(".__main__")
+        out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=True)
+        assert out.stdout.startswith(f"usage: python -m {module} "), out.stdout[:80]

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from hipporag.core.errors import SettingError
 from hipporag.core.paths import CONF_DIR, group_config
-from hipporag.core.registry import Configured, Registry, option
+from hipporag.core.registry import Configured, Registry, construct, option
 from hipporag.core.rules import integer, text
 from hipporag.paper.compare import ablation_knobs
 from hipporag.retrieval.methods import METHODS, get_method, register_method
@@ -132,3 +132,45 @@ def test_an_unknown_part_is_refused_naming_the_knob_and_the_choices():
         SettingError, match=r"dataset.source='ftp' is not allowed: expected one of demo, data_dir, files, hub"
     ):
         load_settings(cfg)
+
+
+def test_construct_takes_each_constructor_parameter_from_its_option():
+    @dataclass(frozen=True)
+    class Opts:
+        depth: int = option(integer(1))
+        label: str = option(text())
+        unused: int = option(integer(0))  # an option the part's constructor does not take
+
+    class Part:
+        def __init__(self, depth: int, label: str = "?", spare: int = 7):
+            self.values = (depth, label, spare)
+
+    assert construct(Part, Opts(depth=3, label="x", unused=1)).values == (3, "x", 7)
+
+    class Needs:
+        def __init__(self, missing: int):
+            pass
+
+    with pytest.raises(TypeError, match="missing"):
+        construct(Needs, Opts(depth=1, label="x", unused=0))
+
+
+@pytest.mark.parametrize(
+    "part, options",
+    [
+        ("hipporag.index.embed:SentenceTransformerEmbedder", "hipporag.index.embed:SentenceTransformersOptions"),
+        ("hipporag.index.embed:OpenAIEmbedder", "hipporag.index.embed:OpenAIEmbedderOptions"),
+        ("hipporag.llm.transformers_chat:TransformersChatLLM", "hipporag.llm.backends:TransformersOptions"),
+        ("hipporag.llm.openai_chat:OpenAIChatLLM", "hipporag.llm.backends:OpenAIOptions"),
+        ("hipporag.llm.vllm_chat:VLLMChatLLM", "hipporag.llm.backends:VLLMOptions"),
+    ],
+)
+def test_parts_built_by_construct_have_an_option_for_every_parameter(part, options):
+    """A constructor parameter without an option would silently keep its code default: the YAML could not set it."""
+    import importlib
+    import inspect
+
+    load = lambda ref: getattr(importlib.import_module(ref.split(":")[0]), ref.split(":")[1])
+    params = set(inspect.signature(load(part)).parameters)
+    fields = {f.name for f in dataclasses.fields(load(options))}
+    assert params <= fields, f"{part} takes {sorted(params - fields)}, which no option of {options} sets"

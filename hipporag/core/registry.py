@@ -24,6 +24,7 @@ paper-table fields).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
@@ -96,6 +97,14 @@ def options_dict(options) -> dict:
         value = getattr(options, f.name)
         out[f.name] = value.as_dict() if isinstance(value, Configured) else value
     return out
+
+
+def construct(cls: type, options):
+    """`cls(...)` with each parameter of its constructor taken from the option of the same name: a builder
+    whose part takes its options as they are cannot forget, misspell or restate one. A parameter with no
+    option of its name keeps its default (tests/test_registry.py checks that the shipped parts have none)."""
+    params = inspect.signature(cls).parameters
+    return cls(**{name: getattr(options, name) for name in params if hasattr(options, name)})
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,6 @@ def _summary(p: Prepared) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m hipporag.prepare_datasets",
         description="Download the HippoRAG 2 benchmarks into the data directory and check them.",
     )
     ap.add_argument(

@@ -24,7 +24,7 @@ from hipporag.core import failpoints
 from hipporag.core.api_keys import api_key_from_env
 from hipporag.core.device import pick_device
 from hipporag.core.errors import EndpointUnreachableError
-from hipporag.core.registry import Configured, Registry, option
+from hipporag.core.registry import Configured, Registry, construct, option
 from hipporag.core.rules import boolean, device_name, integer, number, text, text_mapping
 from hipporag.core.textnorm import text_hash
 
@@ -265,33 +265,12 @@ class OpenAIEmbedderOptions(EmbedderOptions):
 
 @EMBEDDERS.register("sentence-transformers", options=SentenceTransformersOptions)
 def _sentence_transformers(o: SentenceTransformersOptions):
-    return SentenceTransformerEmbedder(
-        model=o.model,
-        path=o.path,
-        batch_size=o.batch_size,
-        device=o.device,
-        instructions=o.instructions,
-        instruction_template=o.instruction_template,
-        trust_remote_code=o.trust_remote_code,
-        fp16_on_gpu=o.fp16_on_gpu,
-        max_seq_length=o.max_seq_length,
-        cuda_batch_size=o.cuda_batch_size,
-    )
+    return construct(SentenceTransformerEmbedder, o)
 
 
 @EMBEDDERS.register("openai", options=OpenAIEmbedderOptions)
 def _openai_embedder(o: OpenAIEmbedderOptions):
-    return OpenAIEmbedder(
-        model=o.model,
-        base_url=o.base_url,
-        api_key_env=o.api_key_env,
-        batch_size=o.batch_size,
-        instructions=o.instructions,
-        instruction_template=o.instruction_template,
-        timeout=o.timeout,
-        max_retries=o.max_retries,
-        identity=o.identity,
-    )
+    return construct(OpenAIEmbedder, o)
 
 
 class EmbeddingCache:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hipporag.core.registry import Configured, Registry, option
+from hipporag.core.registry import Configured, Registry, construct, option
 from hipporag.core.rules import boolean, choice, device_name, integer, number, text
 from hipporag.llm.cached import CachedLLM
 
@@ -77,45 +77,18 @@ def build_llm(llm: Configured | Mapping, cache_dir: Path, fail_fast: bool = Fals
 def _transformers(o: TransformersOptions):
     from hipporag.llm.transformers_chat import TransformersChatLLM
 
-    return TransformersChatLLM(
-        model=o.model,
-        gguf_file=o.gguf_file,
-        batch_size=o.batch_size,
-        device=o.device,
-        revision=o.revision,
-        identity=o.identity,
-        batch_invariant=o.batch_invariant,
-    )
+    return construct(TransformersChatLLM, o)
 
 
 @LLM_BACKENDS.register("openai", options=OpenAIOptions)
 def _openai(o: OpenAIOptions):
     from hipporag.llm.openai_chat import OpenAIChatLLM
 
-    return OpenAIChatLLM(
-        model=o.model,
-        base_url=o.base_url,
-        api_key_env=o.api_key_env,
-        max_concurrency=o.max_concurrency,
-        timeout=o.timeout,
-        max_retries=o.max_retries,
-        max_response_bytes=o.max_response_bytes,
-        transport=o.transport,
-        revision=o.revision,
-        identity=o.identity,
-    )
+    return construct(OpenAIChatLLM, o)
 
 
 @LLM_BACKENDS.register("vllm", options=VLLMOptions)
 def _vllm(o: VLLMOptions):
     from hipporag.llm.vllm_chat import VLLMChatLLM
 
-    return VLLMChatLLM(
-        model=o.model,
-        tensor_parallel_size=o.tensor_parallel_size,
-        gpu_memory_utilization=o.gpu_memory_utilization,
-        max_model_len=o.max_model_len,
-        dtype=o.dtype,
-        revision=o.revision,
-        identity=o.identity,
-    )
+    return construct(VLLMChatLLM, o)

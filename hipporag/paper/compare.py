@@ -481,9 +481,7 @@ def compare(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m hipporag.reproduce", description="Print a sweep's numbers beside the paper table it reproduces."
-    )
+    ap = argparse.ArgumentParser(description="Print a sweep's numbers beside the paper table it reproduces.")
     ap.add_argument("sweep_dir", type=Path, help="the sweep folder of `python run.py -m +experiment=NAME ...`")
     ap.add_argument(
         "--table",

@@ -80,9 +80,7 @@ def _show(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m hipporag.prompts", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     imp = sub.add_parser("import-official", help="write prompt sets from a checkout of the official HippoRAG")
     imp.add_argument("checkout", help="the official repository's folder (it has src/hipporag/prompts/templates)")
@@ -108,4 +106,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hipporag.core.command import run_module
+
+    run_module("hipporag.prompts", main)

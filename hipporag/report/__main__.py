@@ -6,4 +6,6 @@ The command only: the report is built by `hipporag.report.sweep_report`.
 from hipporag.report.sweep_report import main
 
 if __name__ == "__main__":
-    main()
+    from hipporag.core.command import run_module
+
+    run_module("hipporag.report", main)

@@ -49,10 +49,11 @@ def key_values(knobs, method: Configured, llm, embedder, prompts=None) -> dict:
     """What a ranking key may depend on, by name: every knob, the method's options (its config group), the
     LLM with its decoding, the filter's and the next-thought messages (the prompt set's `filter` and `ircot`
     roles), the embedder's query instructions. The method's `cache_knobs` pick from it."""
+    prompts = prompts or shipped()
     return {
         **knobs.values(),
-        "filter_messages": (prompts or shipped()).filter.digest,
-        "ircot_messages": ircot.digest if (ircot := (prompts or shipped()).ircot) is not None else None,
+        "filter_messages": prompts.filter.digest,
+        "ircot_messages": prompts.ircot.digest if prompts.ircot is not None else None,
         "method_options": method.as_dict(),
         "llm": llm_key(llm),
         "query_instructions": embedder.query_instructions(),

@@ -82,7 +82,7 @@ def load_settings(cfg: Mapping) -> Settings:
     knobs = Knobs.from_config(cfg, GROUPS)
     parts = {group: registry.configure(cfg[group]) for group, registry in REGISTRIES.items()}
     prompts = load_prompts(knobs.prompts, str(cfg["dataset"].get("name") or ""))
-    _check_ircot_role(parts["method"], prompts)
+    _check_prompt_roles(parts["method"], prompts)
     return Settings(
         knobs=knobs,
         baseline=_baseline(knobs, parts["method"]),
@@ -92,13 +92,15 @@ def load_settings(cfg: Mapping) -> Settings:
     )
 
 
-def _check_ircot_role(method: Configured, prompts: PromptSet) -> None:
-    """Multi-step retrieval needs the prompt set's next-thought role: refused now, not at step 2."""
-    if method.name == "ircot" and method.options.max_steps > 1 and prompts.ircot is None:
-        raise SettingError(
-            f"method=ircot: the prompt set {prompts.name!r} ({prompts.origin}) has no ircot role "
-            "(the next-thought prompt); import one (python -m hipporag.prompts import-official) or use prompts=default"
-        )
+def _check_prompt_roles(method: Configured, prompts: PromptSet) -> None:
+    """The prompt roles the method needs under its options (its registry entry says which) must be in the
+    set: refused now, not at the step that would use them."""
+    for role in METHODS[method.name].prompt_roles(method.options):
+        if getattr(prompts, role, None) is None:
+            raise SettingError(
+                f"method={method.name}: the prompt set {prompts.name!r} ({prompts.origin}) has no {role} role; "
+                "import one (python -m hipporag.prompts import-official) or use prompts=default"
+            )
 
 
 def compose(*overrides: str, hydra: bool = False):

@@ -68,20 +68,23 @@ class IrcotOptions:
         base_method(self)  # a bad base option stops the run at the settings check
 
 
-def base_method(options: IrcotOptions) -> Configured:
-    """The base method with its options: its YAML file, `base_options` on top, checked."""
-    if "name" in options.base_options:
+def base_config(base: str, base_options: dict) -> dict:
+    """The base method's config group: its YAML file, `base_options` on top (the one place they meet)."""
+    if "name" in base_options:
         raise SettingError("method.base_options.name: the base is chosen by method.base")
-    return METHODS.configure(
-        {**group_config("method", options.base), **options.base_options}, where="method.base_options"
-    )
+    return {**group_config("method", base), **base_options}
+
+
+def base_method(options: IrcotOptions) -> Configured:
+    """The base method with its options, checked."""
+    return METHODS.configure(base_config(options.base, options.base_options), where="method.base_options")
 
 
 def _base_of(values: dict) -> tuple[str, dict]:
     """For the ranking key: the base and its options, from the IRCoT options in `values`."""
     opts = values.get("method_options") or {}
     base = opts.get("base", "dense")
-    return base, {**group_config("method", base), **(opts.get("base_options") or {})}
+    return base, base_config(base, opts.get("base_options") or {})
 
 
 def first_sentence(text: str) -> str:
@@ -99,6 +102,7 @@ def first_sentence(text: str) -> str:
     setting_fields=("retriever", "llm"),
     llm_role="step LLM",
     base_of=_base_of,
+    prompt_roles=lambda o: ("ircot",) if o.max_steps > 1 else (),
 )
 class IrcotRetriever:
     def __init__(self, options: IrcotOptions):
@@ -122,8 +126,9 @@ class IrcotRetriever:
         ends: list[str | None] = [None] * len(queries)
         errors: list[str | None] = [None] * len(queries)
         fallback = [bool(r.diagnostics.get("fallback", False)) for r in first]
+        first_scores = [step_scores(r.scores, o.merge) for r in first]
         for i, r in enumerate(first):
-            merged[i].add(r.order, step_scores(r.scores, o.merge), o.step_top_k)
+            merged[i].add(r.order, first_scores[i], o.step_top_k)
             tops[i].append(merged[i].ranked()[:TRACK_K])
         active = list(range(len(queries)))
         for step in range(2, o.max_steps + 1):
@@ -165,7 +170,7 @@ class IrcotRetriever:
             active = going
         out = []
         for i, r in enumerate(first):
-            order, scores = merged[i].full_ranking(r.order, step_scores(r.scores, o.merge))
+            order, scores = merged[i].full_ranking(r.order, first_scores[i])
             diag = {k: v for k, v in r.diagnostics.items() if k != "timing_ms"}
             diag["fallback"] = fallback[i]
             diag["ircot"] = {

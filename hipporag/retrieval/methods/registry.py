@@ -17,6 +17,8 @@ What a method declares, and who reads it:
   reuses it).
 - `base_of(values)`: for a method that wraps another (IRCoT): the wrapped method's name and options (its
   config group as a dict); the wrapped method's own key knobs then enter the key, nested (`relevant_knobs`).
+- `prompt_roles(options)`: the prompt-set roles it needs beyond the reader's under these options (IRCoT's
+  `ircot`); the settings check refuses a prompt set without one, before any work.
 - `options`: a dataclass of `option(rule)` fields, one per `method.<option>` key (the settings check
   refuses an undeclared one); the class is built with an instance of it. The defaults live in
   `conf/method/<name>.yaml` only, also when the method runs as the baseline (`method_options`).
@@ -50,6 +52,10 @@ def _never(values: dict) -> bool:
     return False
 
 
+def _no_roles(options) -> tuple[str, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class MethodSpec(Part):
     """A method's registry entry: its class (built with its options, or bare when it has none) and what
@@ -62,6 +68,7 @@ class MethodSpec(Part):
     llm_role: str | None = None
     ablation_knobs: tuple[str, ...] = ()
     base_of: Callable[[dict], tuple[str, dict]] | None = None
+    prompt_roles: Callable[[object], tuple[str, ...]] = field(default=_no_roles)
     retriever_label: str | None = None
     no_llm_label: str = "none"
 
@@ -83,6 +90,7 @@ def register_method(
     llm_role: str | None = None,
     ablation_knobs: tuple[str, ...] = (),
     base_of: Callable[[dict], tuple[str, dict]] | None = None,
+    prompt_roles: Callable[[object], tuple[str, ...]] | None = None,
     retriever_label: str | None = None,
     no_llm_label: str = "none",
 ):
@@ -106,6 +114,7 @@ def register_method(
             llm_role=llm_role,
             ablation_knobs=tuple(ablation_knobs),
             base_of=base_of,
+            prompt_roles=prompt_roles or _no_roles,
             retriever_label=retriever_label,
             no_llm_label=no_llm_label,
         )
