@@ -1,6 +1,7 @@
 """LLM OpenIE of a MuSiQue-size corpus through an OpenAI-compatible server: wall time against the ideal.
 
     python reproduce/bench_llm_indexing.py [--passages 11656] [--latency-mean 0.25] [--reference DIR] [--write]
+    python reproduce/bench_llm_indexing.py --transports http,httpx,httpx2,openai [--write]
 
 - the server (tests/scripted_server.py, its own process so that its CPU is not counted as the harness's)
   answers every NER and triple request after a lognormal latency (`--latency-mean`, sigma 0.5) and, like
@@ -13,6 +14,12 @@ slowest passage's NER + triples latencies (no run can finish before its slowest 
 CPU time per request (user + system of the extracting process, over the requests it sent).
 `--reference DIR` runs the same measurement on another checkout (e.g. the code before this change, in a
 git worktree) for a before/after table. `--write` puts the table into reproduce/PERFORMANCE.md.
+
+`--transports` compares HTTP clients on this code, each at `--concurrency` (256) in flight against the same
+server settings: `http` (llm/http_transport.py), `openai` (the official client), and `httpx` / `httpx2`, an
+`httpx.Client` per thread doing the same duties (reproduce/httpx_candidate.py). Each runs twice, in fresh
+processes: the whole LLM extraction as above, and the backend alone (the same number of requests straight
+through `OpenAIChatLLM.generate`: no cache, no pipeline), which isolates the client's own CPU.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import math
 import os
 import random
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from hipporag.report.blocks import replace_block  # noqa: E402
 
 START, END = "<!-- bench_llm_indexing:start -->", "<!-- bench_llm_indexing:end -->"
+TRANSPORT_BLOCK = "<!-- bench_llm_transports:start -->", "<!-- bench_llm_transports:end -->"
 NAMES = [
     "Ada Brenn",
     "Marlow",
@@ -66,15 +75,27 @@ args = json.loads(sys.argv[1])
 passages = json.loads(open(args["corpus"]).read())[: args["n"]]
 llm_cfg = {"backend": "openai", "model": "scripted", "revision": None, "identity": None,
            "base_url": args["base_url"], "api_key_env": "NO_KEY", "max_concurrency": args["concurrency"],
-           "timeout": 120, "max_retries": 5, "transport": "auto", "max_new_tokens": 512,
+           "timeout": 120, "max_retries": 5, "transport": "openai" if args["transport"] == "openai" else "auto", "max_new_tokens": 512,
            "temperature": 0.0, "price_per_mtok_in": None, "price_per_mtok_out": None}
 try:  # the response-size cap exists from issue 22 on; the code before it refuses the key
     llm = build_llm(OmegaConf.create({**llm_cfg, "max_response_bytes": 4194304}), args["cache"])
 except ValueError:
     llm = build_llm(OmegaConf.create(llm_cfg), args["cache"])
+if args["transport"].startswith("httpx"):  # the candidate (reproduce/httpx_candidate.py) in the backend's place
+    sys.path.insert(0, args["reproduce"])
+    from httpx_candidate import HttpxJSONClient
+    llm.backend.http = HttpxJSONClient(args["base_url"], None, 120, 4194304, library=args["transport"])
 extractor = build_extractor(OmegaConf.create({"name": "llm", "max_new_tokens": 512, "batch_size": 64}), llm)
 cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 t0, c0 = time.perf_counter(), cpu()
+if args["alone"]:  # the backend alone: each passage's NER request, no cache, no pipeline
+    conversations = [[{"role": "system", "content": "Find the named entities in a passage."},
+                      {"role": "user", "content": p}] for p in passages] * 2
+    answers = llm.backend.generate(conversations, max_new_tokens=512)
+    wall, used = time.perf_counter() - t0, cpu() - c0
+    print("RESULT " + json.dumps({"wall_s": wall, "cpu_s": used, "requests": len(answers),
+                                   "errors": sum(a.error is not None for a in answers), "triples": 0}))
+    sys.exit(0)
 results, stats = run_openie(passages, extractor, args["cache"])
 wall, used = time.perf_counter() - t0, cpu() - c0
 sent = sum(u.calls - u.cache_hits for u in llm.usage.values())
@@ -118,7 +139,9 @@ def chain_floor(n: int, mean: float, sigma: float, seed: int = 1) -> float:
     return max(rng.lognormvariate(mu, sigma) + rng.lognormvariate(mu, sigma) for _ in range(n))
 
 
-def measure(code: Path, corpus_file: Path, n: int, concurrency: int, args) -> dict:
+def measure(
+    code: Path, corpus_file: Path, n: int, concurrency: int, args, transport: str = "http", alone: bool = False
+) -> dict:
     port = free_port()
     server = subprocess.Popen(
         [
@@ -145,6 +168,9 @@ def measure(code: Path, corpus_file: Path, n: int, concurrency: int, args) -> di
                 "concurrency": concurrency,
                 "cache": cache,
                 "base_url": f"http://127.0.0.1:{port}/v1",
+                "transport": transport,
+                "alone": alone,
+                "reproduce": str(ROOT / "reproduce"),
             }
             env = {**os.environ, "PYTHONPATH": str(code), "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}
             proc = subprocess.run(
@@ -201,6 +227,58 @@ def table(rows: list[dict], args) -> str:
     return "\n".join(lines)
 
 
+def transport_table(rows: list[dict], args) -> str:
+    """Per transport and way: the median of the repeats, and the ratio of CPU per request to `http`'s."""
+    ways = {False: "extraction (pipeline + cache)", True: "backend alone"}
+    lines = [
+        f"Server: as above (mean {args.latency_mean * 1e3:.0f} ms, sigma {args.latency_sigma}, at most "
+        f"{args.max_num_seqs} sequences at once); {rows[0]['passages']:,} passages, {rows[0]['requests']:,} requests "
+        f"per run, {rows[0]['concurrency']} in flight; the median of {args.repeats} run(s) each, every run in a fresh "
+        "process.",
+        "",
+        "| transport | way | wall (s) | of ideal | CPU per request | against http |",
+        "|---|---|---|---|---|---|",
+    ]
+    medians = {}
+    for (transport, alone), group in _groups(rows).items():
+        wall = statistics.median(r["wall_s"] for r in group)
+        cpu = statistics.median(r["cpu_ms"] for r in group)
+        of_ideal = statistics.median(r["of_ideal"] for r in group)
+        medians[transport, alone] = cpu
+        base = medians.get(("http", alone))
+        ratio = f"{cpu / base:.2f}×" if base else ""
+        lines.append(f"| {transport} | {ways[alone]} | {wall:.1f} | {100 * of_ideal:.0f} % | {cpu:.2f} ms | {ratio} |")
+    errors = sum(r["errors"] for r in rows)
+    lines += ["", f"Failed requests in all runs: {errors}."]
+    return "\n".join(lines)
+
+
+def _groups(rows: list[dict]) -> dict:
+    """Rows by (transport, alone), `http` first, in the order measured."""
+    groups: dict = {}
+    for r in sorted(rows, key=lambda r: r["transport"] != "http"):
+        groups.setdefault((r["transport"], r["alone"]), []).append(r)
+    return groups
+
+
+def compare_transports(corpus_file: Path, args) -> str:
+    rows = []
+    concurrency = int(args.concurrency.split(",")[-1])
+    for repeat in range(args.repeats):
+        for transport in args.transports.split(","):
+            for alone in (False, True):
+                r = measure(ROOT, corpus_file, args.passages, concurrency, args, transport=transport, alone=alone)
+                r.update(transport=transport, alone=alone)
+                rows.append(r)
+                print(
+                    f"[{repeat + 1}/{args.repeats}] {transport} {'alone' if alone else 'extraction'}: "
+                    f"{r['wall_s']:.1f} s ({100 * r['of_ideal']:.0f} % of ideal), {r['cpu_ms']:.2f} ms CPU/request, "
+                    f"{r['errors']} errors",
+                    flush=True,
+                )
+    return transport_table(rows, args)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passages", type=int, default=11656)
@@ -209,11 +287,21 @@ def main() -> None:
     ap.add_argument("--max-num-seqs", type=int, default=256)
     ap.add_argument("--concurrency", default="8,64,256")
     ap.add_argument("--reference", type=Path, help="another checkout to measure the same way (before/after)")
+    ap.add_argument(
+        "--transports", help="compare HTTP clients instead: http,httpx,httpx2,openai (at the last --concurrency)"
+    )
+    ap.add_argument("--repeats", type=int, default=3, help="runs per transport and way, with --transports")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-llm-corpus-") as tmp:
         corpus_file = Path(tmp) / "corpus.json"
         corpus_file.write_text(json.dumps(corpus(args.passages)))
+        if args.transports:
+            text = compare_transports(corpus_file, args)
+            print(text)
+            if args.write:
+                replace_block(ROOT / "reproduce" / "PERFORMANCE.md", *TRANSPORT_BLOCK, text)
+            return
         rows = []
         for code_name, code in [("before", args.reference), ("this", ROOT)]:
             if code is None:
