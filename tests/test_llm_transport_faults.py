@@ -1,13 +1,17 @@
 """The OpenAI-compatible backend against a real misbehaving HTTP server on 127.0.0.1, over both transports
 (`http`: llm/http_transport.py, `openai`: the official client, llm/openai_client.py): a deadline per attempt
 however slowly the bytes come, Retry-After honoured within the request's budget, oversized, truncated,
-encoded and error-carrying answers as failed requests, never cached. Deadlines of about a second."""
+encoded and error-carrying answers as failed requests, never cached; HTTPS with a certificate the trust store
+knows, and one it does not (a failure never retried). Deadlines of about a second."""
 
 import email.utils
 import gzip
 import http.client
 import json
+import shutil
 import socketserver
+import ssl
+import subprocess
 import threading
 import time
 import tracemalloc
@@ -318,3 +322,63 @@ def test_retry_after_forms():
     assert retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past: now
     assert retry_after({"retry-after": "soon"}) is None and retry_after({}) is None
     assert retry_after({"retry-after": "nan"}) is None
+
+
+class TLSFaultServer(FaultServer):
+    """The same server behind TLS, with a certificate for 127.0.0.1 that no authority signed."""
+
+    def __init__(self, certificate, *script):
+        self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.tls.load_cert_chain(*certificate)
+        super().__init__(*script)
+
+    def get_request(self):
+        sock, address = super().get_request()
+        return self.tls.wrap_socket(sock, server_side=True), address
+
+    @property
+    def base_url(self) -> str:
+        return f"https://127.0.0.1:{self.server_address[1]}/v1"
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """(cert.pem, key.pem): self-signed, for IP 127.0.0.1, made by the openssl command."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)]
+        + ["-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_https_answers_when_the_certificate_is_trusted(certificate, monkeypatch, transport):
+    monkeypatch.setenv("SSL_CERT_FILE", certificate[0])  # the default context's trust store: this certificate
+    server = TLSFaultServer(certificate, answer())
+    try:
+        backend = llm(server, transport, timeout=5.0, max_retries=0)
+        backend.check()
+        for _ in range(2):
+            g, _ = ask(backend)
+            assert g.error is None and g.text == "hi"
+        assert len(server.arrivals) == 2
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_an_untrusted_certificate_fails_at_once_without_retries(certificate, monkeypatch, transport):
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    server = TLSFaultServer(certificate, answer())
+    try:
+        g, seconds = ask(llm(server, transport, timeout=5.0, max_retries=3))
+        assert g.attempts == 1 and "certificate is not trusted here" in g.error
+        assert server.arrivals == [] and seconds < 2.0
+    finally:
+        server.close()

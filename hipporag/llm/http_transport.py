@@ -3,9 +3,14 @@
 Why not the `openai` client on the hot path: measured against a local server (reproduce/bench_llm_indexing.py,
 tests/scripted_server.py), it spends 3-5 ms of CPU per chat request, which caps one core at a few hundred
 requests per second, below what a vLLM server answers; the standard library's `http.client` spends about
-0.4 ms. This transport speaks only what the chat endpoint needs (POST/GET of JSON, bearer key, HTTPS,
-`Content-Length` or chunked bodies) and maps failures onto what the retry policy needs to know (`HTTPError`):
-transient (connection, timeout, 429, 5xx, a body cut short) or not, and the server's `Retry-After` on 429/503.
+0.4 ms. Nor an `httpx.Client` per thread: doing this client's duties it spends 3.2x its CPU per request, and
+a MuSiQue-size extraction at 256 in flight takes 1.36x as long (reproduce/PERFORMANCE.md, "The HTTP client";
+measured for issue 25, with the rule "replace it if within 1.5x").
+
+This transport speaks only what the chat endpoint needs (POST/GET of JSON, bearer key, HTTPS, `Content-Length`
+or chunked bodies) and maps failures onto what the retry policy needs to know (`HTTPError`): transient
+(connection, timeout, 429, 5xx, a body cut short) or not (an untrusted certificate, 4xx), and the server's
+`Retry-After` on 429/503.
 Proxies are not supported: with a proxy variable that applies to the host, `llm.transport=auto` uses the
 `openai` client instead (`llm/openai_client.py`, which follows the same rules).
 
@@ -232,6 +237,11 @@ class JSONClient:
             except TimeoutError as e:
                 self._drop_connection()
                 raise HTTPError(f"timed out: no complete answer within {deadline - start:.3g} s") from e
+            except ssl.SSLCertVerificationError as e:  # trying again cannot make the certificate trusted
+                self._drop_connection()
+                raise HTTPError(
+                    f"the server's certificate is not trusted here ({e.verify_message})", transient=False
+                ) from e
             except (OSError, http.client.HTTPException) as e:
                 self._drop_connection()
                 raise HTTPError(f"{type(e).__name__}: {e}") from e

@@ -15,6 +15,7 @@ decoded body too). The client's own retries are off.
 from __future__ import annotations
 
 import importlib
+import ssl
 import threading
 import time
 
@@ -86,6 +87,8 @@ class OfficialClient:
         except openai.APIConnectionError as e:
             if isinstance(e.__cause__, HTTPError):  # raised by the hook, wrapped by older clients
                 raise e.__cause__ from None
+            if _untrusted_certificate(e):  # trying again cannot make the certificate trusted
+                raise HTTPError(f"the server's certificate is not trusted here ({e.__cause__})", transient=False) from e
             cause = f" ({type(e.__cause__).__name__}: {e.__cause__})" if e.__cause__ else ""
             raise HTTPError(f"APIConnectionError: {e}{cause}") from e
         except TimeoutError as e:
@@ -107,6 +110,17 @@ class OfficialClient:
         if declared and declared.strip().isdigit() and int(declared) > limit:
             raise _too_large(response.status_code, response.headers, limit, int(declared))
         response.stream = self._stream_type(response.stream, response.status_code, response.headers, limit, deadline)
+
+
+def _untrusted_certificate(error: BaseException) -> bool:
+    """Whether a certificate refused by verification is anywhere in the error's chain of causes."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _too_large(status: int, headers, limit: int, declared: int | None = None) -> HTTPError:
