@@ -27,7 +27,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from hipporag.llm.http_transport import HTTPError, json_answer, seconds_left, status_error
+from hipporag.llm.http_transport import HTTPError, json_answer, request_headers, seconds_left, status_error
 
 
 class HttpxJSONClient:
@@ -39,9 +39,7 @@ class HttpxJSONClient:
         self.base = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
-        self.headers = {"Content-Type": "application/json", "Accept": "application/json", "Accept-Encoding": "identity"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.headers = request_headers(api_key)
         self._local = threading.local()
         self._ssl = ssl.create_default_context()  # one for all threads' clients, as JSONClient has it
 

@@ -117,6 +117,14 @@ def json_answer(data: bytes, status: int) -> dict:
     return obj
 
 
+def request_headers(api_key: str | None) -> dict[str, str]:
+    """What every request carries: JSON both ways, an unencoded body (nothing here decodes one), the key."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json", "Accept-Encoding": "identity"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
 def proxy_applies(base_url: str) -> bool:
     """Whether an environment proxy setting (HTTP(S)_PROXY, not excluded by NO_PROXY) covers this URL."""
     parts = urlsplit(base_url)
@@ -193,9 +201,7 @@ class JSONClient:
         self.prefix = parts.path.rstrip("/")
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
-        self.headers = {"Content-Type": "application/json", "Accept": "application/json", "Accept-Encoding": "identity"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.headers = request_headers(api_key)
         self._local = threading.local()
         self._ssl = ssl.create_default_context() if self.https else None
 
