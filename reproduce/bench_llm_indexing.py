@@ -17,9 +17,10 @@ git worktree) for a before/after table. `--write` puts the table into reproduce/
 
 `--transports` compares HTTP clients on this code, each at `--concurrency` (256) in flight against the same
 server settings: `http` (llm/http_transport.py), `openai` (the official client), and `httpx` / `httpx2`, an
-`httpx.Client` per thread doing the same duties (reproduce/httpx_candidate.py). Each runs twice, in fresh
-processes: the whole LLM extraction as above, and the backend alone (the same number of requests straight
-through `OpenAIChatLLM.generate`: no cache, no pipeline), which isolates the client's own CPU.
+`httpx.Client` per thread doing the same duties (reproduce/httpx_candidate.py). Each is measured two ways,
+`--repeats` times (3), every run in a fresh process: the whole LLM extraction as above, and the backend alone
+(the same number of requests straight through `OpenAIChatLLM.generate`: no cache, no pipeline), which isolates
+the client's own CPU. The table gives the medians.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from hipporag.report.blocks import replace_block  # noqa: E402
 
 START, END = "<!-- bench_llm_indexing:start -->", "<!-- bench_llm_indexing:end -->"
 TRANSPORT_BLOCK = "<!-- bench_llm_transports:start -->", "<!-- bench_llm_transports:end -->"
+TRANSPORTS = ("http", "httpx", "httpx2", "openai")
 NAMES = [
     "Ada Brenn",
     "Marlow",
@@ -293,6 +295,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs per transport and way, with --transports")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    unknown = set((args.transports or "").split(",")) - {"", *TRANSPORTS}
+    if unknown:
+        ap.error(f"--transports: no transport {', '.join(sorted(unknown))} (choose from {', '.join(TRANSPORTS)})")
     with tempfile.TemporaryDirectory(prefix="bench-llm-corpus-") as tmp:
         corpus_file = Path(tmp) / "corpus.json"
         corpus_file.write_text(json.dumps(corpus(args.passages)))
