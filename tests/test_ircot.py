@@ -164,8 +164,7 @@ def test_a_prompt_set_without_an_ircot_role_is_refused_before_any_work(settings,
 def test_the_ranking_key_holds_the_base_key_the_options_the_prompt_and_the_llm(settings, tmp_path):
     from hipporag.index.embed import build_embedder
     from hipporag.llm.backends import build_llm
-    from hipporag.retrieval.ranking_cache import ranking_key
-    from hipporag.run.experiment import key_values
+    from hipporag.retrieval.ranking_cache import key_values, ranking_key
 
     def key(*overrides, **changes):
         s = settings("method=ircot", *overrides)

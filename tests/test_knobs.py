@@ -73,7 +73,7 @@ def test_llm_decoding_settings_enter_the_ranking_key_of_runs_that_use_the_llm(tm
     """A run that changes only the temperature must not be served the other temperature's rankings."""
     from hipporag.index.embed import build_embedder
     from hipporag.llm.backends import build_llm
-    from hipporag.run.experiment import key_values
+    from hipporag.retrieval.ranking_cache import key_values
 
     keys = {}
     for temperature in (0.0, 0.7):
@@ -93,14 +93,13 @@ def test_every_registered_method_caches_by_exactly_the_knobs_it_declares(tmp_pat
     from hipporag.index.embed import build_embedder
     from hipporag.llm.backends import build_llm
     from hipporag.retrieval.methods import METHODS
-    from hipporag.retrieval.methods.registry import declared_knobs
-    from hipporag.run.experiment import key_values
+    from hipporag.retrieval.ranking_cache import key_names, key_values
 
     for method in METHODS:
         s = settings(f"method={method}", "filter=llm", *(["method.ner=llm"] if method == "hipporag" else []))
         base = key_values(s.knobs, s.method, build_llm(s.llm, tmp_path), build_embedder(s.embedder))
         base["query_instructions"] = {"i": "x"}  # as an instruction-tuned embedder has
-        declared = declared_knobs(method, base)  # a wrapping method (ircot): its own and its base's
+        declared = key_names(method, base)  # a wrapping method (ircot): its own and its base's
         for knob in base:
             if knob == "filter":
                 continue  # switches the LLM on or off: covered below

@@ -54,10 +54,17 @@ class MergedRanking:
         return sorted(self.best, key=self.best.get, reverse=True)
 
     def full_ranking(self, first_order: np.ndarray, first_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every passage: the merged ones first, then the rest in step 1's order (with step-1 scores)."""
+        """Every passage: the merged ones first, then the rest in step 1's order, with their step-1 scores held
+        at or below the last merged one (a passage below step 1's cut may have outscored one a later step
+        brought in; the scores follow the order, as every ranking's do)."""
         merged = self.ranked()
         taken = set(merged)
-        rest = [(int(i), float(s)) for i, s in zip(first_order.tolist(), first_scores.tolist()) if int(i) not in taken]
+        floor = min((self.best[i] for i in merged), default=np.inf)
+        rest = [
+            (int(i), min(float(s), floor))
+            for i, s in zip(first_order.tolist(), first_scores.tolist())
+            if int(i) not in taken
+        ]
         order = np.array(merged + [i for i, _ in rest], dtype=np.int64)
         scores = np.array([self.best[i] for i in merged] + [s for _, s in rest], dtype=np.float64)
         return order, scores

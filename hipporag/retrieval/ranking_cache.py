@@ -1,8 +1,12 @@
-"""Cached rankings: a method's ranking of a query set does not change when an unrelated knob is swept.
+"""Cached rankings, in one place: what a ranking's key holds, the key, and whether to load, compute or store.
 
-Keyed by (index key, method, the knobs the method reads, the questions). A damping sweep therefore
-ranks the dense baseline once; the reader's answers for identical contexts come from the LLM cache.
-Each file carries a checksum of its arrays: a damaged file is deleted and recomputed, never used.
+A method's ranking of a query set is keyed by (index key, method, the values of the knobs it declares, the
+questions), so a damping sweep ranks the dense baseline once; the reader's answers for identical contexts
+come from the LLM cache. The declared list is checked against the code as it runs: the method gets a
+context that records each knob, role and model it reads (`retrieval.reads`), and a ranking that read
+anything its key does not hold is used for this run but never stored, with one warning naming what it
+read (`tests/test_method_contract.py` refuses such a method by name). Each file carries a checksum of its
+arrays: a damaged file is deleted and recomputed, never used.
 """
 
 from __future__ import annotations
@@ -12,26 +16,141 @@ import json
 import logging
 import struct
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from hipporag.cache.files import atomic_write_bytes
-from hipporag.cache.keys import bytes_digest, stable_key
-from hipporag.retrieval.methods.base import Ranking
-from hipporag.retrieval.methods.registry import relevant_knobs
+from hipporag.cache.keys import bytes_digest, file_digest, stable_key
+from hipporag.core import failpoints
+from hipporag.core.registry import Configured
+from hipporag.prompts.loading import shipped
+from hipporag.retrieval.methods import METHODS, get_method
+from hipporag.retrieval.methods.base import Ranking, RankingContractError, RetrievalContext, ranking_violations
+from hipporag.retrieval.methods.registry import LLM_KNOBS
+from hipporag.retrieval.reads import recording_context, role_read
 
 log = logging.getLogger(__name__)
+
+# Knobs that decide only what happens when an LLM request fails. A ranking computed under a failure is never
+# stored, so a stored ranking cannot depend on them: reading them needs no place in the key.
+FAILURE_POLICY_KNOBS = frozenset({"fail_on_llm_error", "max_llm_error_rate"})
+
+
+def key_values(knobs, method: Configured, llm, embedder, prompts=None) -> dict:
+    """What a ranking key may hold, by name: every knob (`filter_prompt` with its file's digest, so an
+    edited file is another key), the method's options (its config group), the LLM with its decoding, each
+    prompt-set role's digest (`<role>_messages`), the embedder's query instructions. A method's
+    `cache_knobs` pick from it (`relevant_knobs`)."""
+    prompts = prompts or shipped()
+    values = knobs.values()
+    if values.get("filter_prompt"):
+        values["filter_prompt"] = {"path": values["filter_prompt"], "sha256": file_digest(values["filter_prompt"])}
+    return {
+        **values,
+        **{role_read(role): digest for role, digest in prompts.role_digests().items()},
+        "method_options": method.as_dict(),
+        "llm": llm_key(llm),
+        "query_instructions": embedder.query_instructions(),
+    }
+
+
+def key_names(method: str, values: dict) -> set[str]:
+    """The names a method's ranking key holds under these values (its base's too, for a wrapping method):
+    its `cache_knobs`, less the LLM's while it does not use the LLM. What the method reads must be among them."""
+    spec = METHODS.entry(method)
+    names = set(spec.cache_knobs)
+    if not spec.uses_llm(values):
+        names -= set(LLM_KNOBS)
+    if spec.base_of is not None:
+        base, base_options = spec.base_of(values)
+        names |= key_names(base, {**values, "method_options": base_options})
+    return names
+
+
+def relevant_knobs(method: str, values: dict) -> dict | None:
+    """The key values a method's ranking depends on (None: an unknown method). LLM knobs count only while
+    the method uses the LLM; a wrapping method's base contributes its own, nested under `base`."""
+    spec = METHODS.get(method)
+    if spec is None:
+        return None
+    relevant = {k: values.get(k) for k in spec.cache_knobs}
+    if not relevant.get("query_instructions"):
+        relevant.pop("query_instructions", None)  # plain models (MiniLM): keys as before instructions counted
+    if not spec.uses_llm(values):  # the LLM shapes a ranking only through the filter, query NER, RAPTOR, IRCoT
+        for knob in LLM_KNOBS:
+            relevant.pop(knob, None)
+    if spec.base_of is not None:
+        base, base_options = spec.base_of(values)
+        relevant["base"] = {"method": base, "knobs": relevant_knobs(base, {**values, "method_options": base_options})}
+    return relevant
 
 
 def ranking_key(index_key: str, method: str, values: dict, questions: list[str]) -> str | None:
     """The content address of a method's ranking: the index, the method, the values (`values`: by name, as
-    `run.experiment.key_values` gathers them) of the knobs its registry entry declares (`cache_knobs`), the
-    questions. LLM knobs count only while the method uses the LLM."""
+    `key_values` gathers them) of the knobs its registry entry declares (`cache_knobs`), the questions. LLM
+    knobs count only while the method uses the LLM."""
     relevant = relevant_knobs(method, values)
     if relevant is None:
         return None  # unknown method: never cached
     return stable_key({"index": index_key, "method": method, "knobs": relevant, "questions": questions}, length=24)
+
+
+def unkeyed_reads(method: str, values: dict, reads: set[str]) -> set[str]:
+    """What a method read that its ranking key does not hold (empty instructions count as held: an embedder
+    without any leaves them out of the key, and every key with them differs from every key without)."""
+    return set(reads) - key_names(method, values) - FAILURE_POLICY_KNOBS
+
+
+@dataclass
+class Ranked:
+    """A method's rankings and how the cache served them: `cache` is `loaded`, `stored`, or `not stored: <why>`;
+    `reads` is what the method read (None when loaded)."""
+
+    rankings: list[Ranking]
+    cache: str
+    key: str | None
+    reads: list[str] | None
+
+
+def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict) -> Ranked:
+    """The method's rankings of `queries`: loaded when its key has them, else computed on a recording context,
+    checked against the `Ranking` contract, and stored unless the key could be wrong for them (an LLM request
+    failed meanwhile, the graph is this run's only, or the method read something outside its key)."""
+    name = method.name
+    key = ranking_key(index.key, name, values, [q.question for q in queries]) if ctx.cache_dir is not None else None
+    why_not = None
+    if key and not index.complete:
+        log.warning(
+            "Rankings (%s): computed on this run's incomplete graph, neither loaded from nor stored in the cache",
+            name,
+        )
+        key, why_not = None, "this run's incomplete graph"
+    if key:
+        loaded = load_rankings(ctx.cache_dir, key)
+        if loaded is not None:
+            log.info("Rankings (%s): loaded from cache", name)
+            return Ranked(loaded, "loaded", key, None)
+    reads: set[str] = set()
+    failed_before = ctx.llm.failed_requests() if ctx.llm is not None else 0
+    rankings = get_method(name, method).retrieve(recording_context(ctx, reads), queries)
+    problems = ranking_violations(rankings, len(index.passages), len(queries))
+    if problems:
+        raise RankingContractError(f"method {name} broke the Ranking contract: {'; '.join(problems[:3])}")
+    failed = (ctx.llm.failed_requests() if ctx.llm is not None else 0) - failed_before
+    unkeyed = unkeyed_reads(name, values, reads)
+    if unkeyed:
+        why_not = f"it read {', '.join(sorted(unkeyed))}, which its ranking key does not hold"
+        log.warning("Rankings (%s): not cached: %s (declare them in its cache_knobs)", name, why_not)
+    elif failed:
+        why_not = f"{failed} LLM requests failed while ranking"
+        log.warning("Rankings (%s): not cached: %s; a rerun asks again", name, why_not)
+    elif key:
+        save_rankings(ctx.cache_dir, key, rankings)
+        failpoints.hit("rankings.saved")
+    cache = "stored" if key and not why_not else f"not stored: {why_not or 'no cache folder'}"
+    return Ranked(rankings, cache, key, sorted(reads))
 
 
 def _checksum(arrays: dict[str, np.ndarray]) -> str:

@@ -15,7 +15,6 @@ from omegaconf import DictConfig, OmegaConf
 from hipporag.cache.fs import set_cache_mode
 from hipporag.core import failpoints
 from hipporag.core.redact import redact
-from hipporag.core.registry import Configured
 from hipporag.data.sources import load_dataset
 from hipporag.eval import metrics as M
 from hipporag.eval.scoring import score_method
@@ -25,14 +24,8 @@ from hipporag.index.embed import EmbeddingCache, build_embedder, truncation_chec
 from hipporag.index.openie import build_extractor
 from hipporag.llm.backends import build_llm
 from hipporag.llm.reader import read, reader_contexts
-from hipporag.prompts.loading import shipped
-from hipporag.retrieval.methods import RetrievalContext, get_method
-from hipporag.retrieval.ranking_cache import (
-    llm_key,
-    load_rankings,
-    ranking_key,
-    save_rankings,
-)
+from hipporag.retrieval.methods import RetrievalContext
+from hipporag.retrieval.ranking_cache import key_values, rank
 from hipporag.run.provenance import collect_provenance
 from hipporag.run.settings import Settings, load_settings
 from hipporag.run.summary import format_summary, llm_failures, unusable_answers
@@ -43,21 +36,6 @@ log = logging.getLogger(__name__)
 
 
 QUIET_LOGGERS = ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock")
-
-
-def key_values(knobs, method: Configured, llm, embedder, prompts=None) -> dict:
-    """What a ranking key may depend on, by name: every knob, the method's options (its config group), the
-    LLM with its decoding, the filter's and the next-thought messages (the prompt set's `filter` and `ircot`
-    roles), the embedder's query instructions. The method's `cache_knobs` pick from it."""
-    prompts = prompts or shipped()
-    return {
-        **knobs.values(),
-        "filter_messages": prompts.filter.digest,
-        "ircot_messages": prompts.ircot.digest if prompts.ircot is not None else None,
-        "method_options": method.as_dict(),
-        "llm": llm_key(llm),
-        "query_instructions": embedder.query_instructions(),
-    }
 
 
 def index_cost(cost: dict, llm) -> dict:
@@ -151,31 +129,13 @@ def run_experiment(
     queries = dataset.queries
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
-    questions = [q.question for q in queries]
+    ranking_records: dict[str, dict] = {}
     for method in settings.methods_to_run():
         name = method.name
         t0 = time.perf_counter()
-        rkey = ranking_key(index.key, name, key_values(knobs, method, llm, embedder, settings.prompts), questions)
-        if rkey and not index.complete:
-            log.warning(
-                "Rankings (%s): computed on this run's incomplete graph, neither loaded from nor stored in the cache",
-                name,
-            )
-            rkey = None
-        rankings = load_rankings(cache_dir, rkey) if rkey else None
-        if rankings is not None:
-            log.info("Rankings (%s): loaded from cache", name)
-        else:
-            failed_before = llm.failed_requests()
-            rankings = get_method(name, method).retrieve(ctx, queries)
-            failed = llm.failed_requests() - failed_before
-            if failed:
-                log.warning(
-                    "Rankings (%s): not cached: %d LLM requests failed while ranking; a rerun asks again", name, failed
-                )
-            elif rkey:
-                save_rankings(cache_dir, rkey, rankings)
-                failpoints.hit("rankings.saved")
+        ranked = rank(method, ctx, queries, index, key_values(knobs, method, llm, embedder, settings.prompts))
+        rankings = ranked.rankings
+        ranking_records[name] = {"cache": ranked.cache, "key": ranked.key, "reads": ranked.reads}
         t_retrieve = time.perf_counter() - t0
         contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
         t0 = time.perf_counter()
@@ -227,6 +187,7 @@ def run_experiment(
         "method": settings.method.name,
         "baseline": knobs.baseline,
         "methods": method_metrics,
+        "rankings": ranking_records,  # per method: how the ranking cache served it, and what the method read
         "bootstrap": {"resamples": M.BOOTSTRAP_RESAMPLES, "seed": M.BOOTSTRAP_SEED, "level": 0.95},
         "index": {
             "key": report.key,

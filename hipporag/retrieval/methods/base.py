@@ -51,6 +51,41 @@ class RetrievalContext:
         return self.embeddings.embed([q.question for q in queries], prefix=prefix, what=f"queries ({mode})")
 
 
+REQUIRED_DIAGNOSTICS = ("fallback",)  # what `eval.scoring` reads of every query
+
+
+class RankingContractError(RuntimeError):
+    """A method returned rankings that break the contract: a bug in the method, never a result."""
+
+
+def ranking_violations(rankings: list[Ranking], n_passages: int, n_queries: int) -> list[str]:
+    """How `rankings` break the contract every method keeps (empty: they keep it): one per query; each
+    ranks every passage exactly once, scores aligned with the order, finite and non-increasing; the
+    diagnostics every query must give; contexts, when given, texts. A row of NaN is allowed: the official
+    min-max normalisation gives it when every score is equal."""
+    if len(rankings) != n_queries:
+        return [f"{len(rankings)} rankings for {n_queries} queries"]
+    out = []
+    for i, r in enumerate(rankings):
+        order, scores = np.asarray(r.order), np.asarray(r.scores)
+        if order.shape != (n_passages,) or not np.array_equal(np.sort(order), np.arange(n_passages)):
+            out.append(f"query {i}: the order does not rank each of the {n_passages} passages exactly once")
+        if scores.shape != order.shape:
+            out.append(f"query {i}: {scores.size} scores for {order.size} ranked passages")
+        elif np.all(np.isnan(scores)):
+            pass  # every score equal: the official min-max leaves the row undefined (a one-passage corpus)
+        elif not np.all(np.isfinite(scores)):
+            out.append(f"query {i}: a score is not a finite number")
+        elif np.any(np.diff(scores) > 0):
+            out.append(f"query {i}: the scores rise along the order")
+        missing = [k for k in REQUIRED_DIAGNOSTICS if k not in (r.diagnostics or {})]
+        if missing:
+            out.append(f"query {i}: diagnostics without {', '.join(missing)}")
+        if r.contexts is not None and not all(isinstance(c, str) for c in r.contexts):
+            out.append(f"query {i}: contexts that are not texts")
+    return out
+
+
 class RetrievalMethod(Protocol):
     name: str
 

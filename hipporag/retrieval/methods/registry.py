@@ -10,13 +10,16 @@
 
 What a method declares, and who reads it:
 - `cache_knobs`: the knobs its ranking depends on besides the index and the questions (`ranking_cache`:
-  a sweep over any other knob reuses its ranking); `"method_options"` is its `method.` config group,
-  `"llm"` the LLM's identity and decoding, `"query_instructions"` the embedder's query instructions.
+  a sweep over any other knob reuses its ranking); `"method_options"` is its `method.` config group (added
+  for every method with options), `"llm"` the LLM's identity and decoding, `"<role>_messages"` a prompt-set
+  role's digest, `"query_instructions"` the embedder's query instructions. What a method reads is recorded
+  as it runs (`retrieval.reads`), and a ranking that read anything outside its key is never stored.
 - `uses_llm(values)`: whether the LLM shapes its ranking under these key values (then the LLM, its
   settings and `LLM_KNOBS` enter the ranking key; otherwise they are dropped, so a swap of reader LLM
   reuses it).
 - `base_of(values)`: for a method that wraps another (IRCoT): the wrapped method's name and options (its
-  config group as a dict); the wrapped method's own key knobs then enter the key, nested (`relevant_knobs`).
+  config group as a dict); the wrapped method's own key knobs then enter the key, nested
+  (`ranking_cache.relevant_knobs`).
 - `prompt_roles(options)`: the prompt-set roles it needs beyond the reader's under these options (IRCoT's
   `ircot`); the settings check refuses a prompt set without one, before any work.
 - `options`: a dataclass of `option(rule)` fields, one per `method.<option>` key (the settings check
@@ -39,13 +42,10 @@ from dataclasses import dataclass, field
 
 from hipporag.core.paths import group_config
 from hipporag.core.registry import Configured, Part, Registry, options_dict
+from hipporag.prompts.prompt_set import ROLES
 
-LLM_KNOBS = (
-    "llm",
-    "filter_max_new_tokens",
-    "filter_messages",
-    "ircot_messages",
-)  # enter a ranking key only while the method uses the LLM
+# enter a ranking key only while the method uses the LLM: the LLM, its filter budget, every role's messages
+LLM_KNOBS = ("llm", "filter_max_new_tokens", *(f"{role}_messages" for role in ROLES))
 
 
 def _never(values: dict) -> bool:
@@ -103,12 +103,15 @@ def register_method(
             return cls
         if set(cache_knobs) & set(LLM_KNOBS) and uses_llm is None:
             raise ValueError(f"method {name!r} declares LLM knobs but no uses_llm rule")
+        knobs = tuple(cache_knobs)
+        if options is not None and "method_options" not in knobs:
+            knobs += ("method_options",)  # its options reach it through its constructor: always in its key
         spec = MethodSpec(
             name=name,
             builder=_builder(cls),
             options=options,
             cls=cls,
-            cache_knobs=tuple(cache_knobs),
+            cache_knobs=knobs,
             uses_llm=uses_llm or _never,
             setting_fields=tuple(setting_fields),
             llm_role=llm_role,
@@ -131,31 +134,3 @@ def method_options(name: str, overrides: Mapping | None = None) -> Configured:
     if overrides is not None and dataclasses.is_dataclass(overrides):
         overrides = options_dict(overrides)
     return METHODS.configure({**group_config("method", name), **dict(overrides or {})})
-
-
-def relevant_knobs(method: str, values: dict) -> dict | None:
-    """The key values a method's ranking depends on (None: an unknown method). LLM knobs count only while
-    the method uses the LLM; a wrapping method's base contributes its own, nested under `base`."""
-    spec = METHODS.get(method)
-    if spec is None:
-        return None
-    relevant = {k: values.get(k) for k in spec.cache_knobs}
-    if not relevant.get("query_instructions"):
-        relevant.pop("query_instructions", None)  # plain models (MiniLM): keys as before instructions counted
-    if not spec.uses_llm(values):  # the LLM shapes a ranking only through the filter, query NER, RAPTOR, IRCoT
-        for knob in LLM_KNOBS:
-            relevant.pop(knob, None)
-    if spec.base_of is not None:
-        base, base_options = spec.base_of(values)
-        relevant["base"] = {"method": base, "knobs": relevant_knobs(base, {**values, "method_options": base_options})}
-    return relevant
-
-
-def declared_knobs(method: str, values: dict) -> set[str]:
-    """The knobs a method's ranking key may depend on: its `cache_knobs`, and its base's when it wraps one."""
-    spec = METHODS.entry(method)
-    out = set(spec.cache_knobs)
-    if spec.base_of is not None:
-        base, _ = spec.base_of(values)
-        out |= declared_knobs(base, values)
-    return out

@@ -1,0 +1,197 @@
+"""Every registered retrieval method, run on the demo corpus, keeps the `Ranking` contract and reads nothing
+its ranking key does not hold; a method planted to read an undeclared knob is refused by name, and its
+ranking is never served to another setting.
+
+The methods run through `ranking_cache.rank`, as `python run.py` runs them: on a context that records what
+they read, their rankings checked, stored and loaded back. Their LLM is a scripted OpenAI-compatible server
+(tests/scripted_server.py) that answers each kind of request in its format, so every LLM path is taken.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from hipporag.data.sources import load_dataset
+from hipporag.index.build import build_index
+from hipporag.index.embed import EmbeddingCache, build_embedder
+from hipporag.index.openie import build_extractor
+from hipporag.llm.backends import build_llm
+from hipporag.retrieval.methods import METHODS, RetrievalContext, register_method
+from hipporag.retrieval.methods.base import Ranking, ranking_violations
+from hipporag.retrieval.ranking_cache import key_values, rank, unkeyed_reads
+
+# the settings each method is run under besides its YAML's: its LLM paths and linkings (a method not named
+# here runs under its YAML alone, so a new method is covered as soon as it is registered)
+VARIANTS = {
+    "hipporag2": [
+        (),
+        ("filter=llm",),
+        ("linking=query_to_node",),
+        ("linking=ner_to_node", "passage_nodes=false"),
+    ],
+    "hipporag": [(), ("method.ner=llm",)],
+    "ircot": [("method.max_steps=2",), ("method.max_steps=2", "method.base=hipporag2", "filter=llm")],
+    "raptor": [("method.max_new_tokens=24",)],
+}
+CASES = [(name, variant) for name in sorted(METHODS) for variant in VARIANTS.get(name, [()])]
+
+
+def scripted_answer(messages: list[dict]) -> str:
+    """An answer in the format each request asks for: the filter keeps the first two candidate facts, query
+    NER names the capitalised words, IRCoT thinks one sentence, a RAPTOR summary repeats the start."""
+    text = messages[-1]["content"]
+    if "Candidate facts: " in text:
+        facts = json.loads(text.split("Candidate facts: ", 1)[1].splitlines()[0])
+        return json.dumps({"fact": facts[:2]})
+    if text.rstrip().endswith("Thought:") or "\nThought:" in text:
+        question = re.search(r"Question: (.*)", text)
+        return f"It is about {question.group(1).split()[-1] if question else 'nothing'}"
+    if "named_entities" in messages[0]["content"]:
+        return json.dumps({"named_entities": re.findall(r"\b[A-Z][a-z]+\b", text)[:3]})
+    return "Summary: " + " ".join(text.split()[:20])
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory, settings):
+    """The demo corpus indexed once (spaCy, MiniLM), a scripted LLM server, and one cache for every case."""
+    from scripted_server import ScriptedServer
+
+    server = ScriptedServer(answer=scripted_answer).start()
+    cache = tmp_path_factory.mktemp("contract-cache")
+    s = settings()
+    dataset = load_dataset(s.dataset)
+    embedder = build_embedder(s.embedder)
+    index, _ = build_index(dataset.passage_texts(), build_extractor(s.extractor, None), embedder, s.knobs, cache)
+    llm_overrides = ("llm=openai", "llm.model=scripted", f"llm.base_url={server.base_url}", "llm.max_retries=0")
+    yield dataset, index, embedder, cache, llm_overrides
+    server.stop()
+
+
+def ranked(demo, *overrides, method=None, rankings_in=None):
+    """`ranking_cache.rank` as a run calls it, under `python run.py OVERRIDES`'s settings (`method`: a
+    `Configured` method in place of the settings' one; `rankings_in`: another cache folder for the rankings)."""
+    from hipporag.run.settings import compose, load_settings
+
+    dataset, index, embedder, cache, llm_overrides = demo
+    s = load_settings(compose(*llm_overrides, *overrides))
+    method = method or s.method
+    llm = build_llm(s.llm, cache)
+    ctx = RetrievalContext(
+        index=index,
+        embeddings=EmbeddingCache(embedder, cache),
+        knobs=s.knobs,
+        llm=llm,
+        cache_dir=rankings_in or cache,
+        prompts=s.prompts,
+    )
+    values = key_values(s.knobs, method, llm, embedder, s.prompts)
+    return rank(method, ctx, dataset.queries, index, values), values
+
+
+def same(a: list[Ranking], b: list[Ranking]) -> bool:
+    return all(
+        np.array_equal(x.order, y.order)
+        and np.array_equal(x.scores, y.scores)
+        and json.loads(json.dumps(x.diagnostics, default=float)) == y.diagnostics
+        and x.contexts == y.contexts
+        for x, y in zip(a, b)
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, variant", CASES, ids=[" ".join((n, *v)) for n, v in CASES])
+def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_holds(demo, name, variant):
+    dataset, index = demo[0], demo[1]
+    first, values = ranked(demo, f"method={name}", *variant)
+    assert ranking_violations(first.rankings, len(index.passages), len(dataset.queries)) == []
+    assert unkeyed_reads(name, values, set(first.reads)) == set(), f"method {name} reads outside its key"
+    assert first.cache == "stored", first.cache
+    again, _ = ranked(demo, f"method={name}", *variant)  # the same settings: served from the cache, intact
+    assert again.cache == "loaded" and again.key == first.key and same(first.rankings, again.rankings)
+
+
+@pytest.mark.slow
+def test_the_reads_are_recorded_as_the_methods_read(demo, tmp_path):
+    """The check above could not fail if nothing were recorded: the shipped methods read what their code says."""
+    dense, _ = ranked(demo, "method=dense", rankings_in=tmp_path)
+    assert dense.reads == ["query_instructions"]
+    plain, _ = ranked(demo, "method=hipporag2", rankings_in=tmp_path)
+    assert {"damping", "passage_node_weight", "linking_top_k", "node_specificity", "ppr_engine"} <= set(plain.reads)
+    assert "llm" not in plain.reads and "filter_messages" not in plain.reads
+    filtered, _ = ranked(demo, "method=hipporag2", "filter=llm", rankings_in=tmp_path)
+    assert {"llm", "filter_messages", "filter_max_new_tokens", "filter_snap_cutoff"} <= set(filtered.reads)
+    chain, _ = ranked(demo, "method=ircot", "method.max_steps=2", "method.base=hipporag2", rankings_in=tmp_path)
+    assert {"llm", "ircot_messages", "damping"} <= set(chain.reads)
+
+
+# ------------------------------------------------------------------------------------------ a planted method
+@pytest.fixture
+def planted():
+    """A method that reads `damping` but declares only `query_instructions` (the stale-ranking bug), as its
+    `Configured` form."""
+    from hipporag.retrieval.methods.dense import dense_scores
+
+    @register_method("planted", cache_knobs=("query_instructions",))
+    class Planted:
+        def retrieve(self, ctx, queries):
+            scores = dense_scores(ctx, queries) + ctx.knobs.damping * np.linspace(1, 0, len(ctx.index.passages))
+            return [
+                Ranking(order=np.argsort(-row, kind="stable"), scores=-np.sort(-row), diagnostics={"fallback": False})
+                for row in scores
+            ]
+
+    yield METHODS.configure({"name": "planted"})
+    METHODS.remove("planted")
+
+
+@pytest.mark.slow
+def test_a_method_reading_an_undeclared_knob_is_refused_by_name_and_never_served_stale(demo, planted, caplog):
+    low, values = ranked(demo, "damping=0.3", method=planted)
+    assert unkeyed_reads("planted", values, set(low.reads)) == {"damping"}  # what the contract test refuses
+    assert low.cache == "not stored: it read damping, which its ranking key does not hold"
+    assert "Rankings (planted): not cached: it read damping" in caplog.text
+    high, _ = ranked(demo, "damping=0.7", method=planted)  # the sweep's second job
+    assert high.key == low.key  # the declared key cannot tell the settings apart ...
+    assert high.cache.startswith("not stored") and not same(low.rankings, high.rankings)  # ... yet none is stale
+
+
+# ------------------------------------------------------------------------------------------ the parts, alone
+def test_each_way_of_breaking_the_contract_is_named():
+    good = Ranking(order=np.array([2, 0, 1]), scores=np.array([0.9, 0.5, 0.5]), diagnostics={"fallback": False})
+    assert ranking_violations([good], 3, 1) == []
+    undefined = Ranking(order=np.array([0]), scores=np.array([np.nan]), diagnostics={"fallback": False})
+    assert ranking_violations([undefined], 1, 1) == []  # the official min-max of a one-passage corpus
+    broken = {
+        "rankings for 2 queries": ([good], 3, 2),
+        "exactly once": ([Ranking(np.array([2, 2, 1]), good.scores, {"fallback": False})], 3, 1),
+        "2 scores for 3 ranked passages": ([Ranking(good.order, np.array([1.0, 0.5]), {"fallback": False})], 3, 1),
+        "not a finite number": ([Ranking(good.order, np.array([1.0, np.inf, 0]), {"fallback": False})], 3, 1),
+        "rise along the order": ([Ranking(good.order, np.array([0.1, 0.5, 0.2]), {"fallback": False})], 3, 1),
+        "diagnostics without fallback": ([Ranking(good.order, good.scores, {})], 3, 1),
+        "contexts that are not texts": ([Ranking(good.order, good.scores, {"fallback": False}, [1])], 3, 1),
+    }
+    for says, (rankings, n, q) in broken.items():
+        assert any(says in v for v in ranking_violations(rankings, n, q)), says
+
+
+def test_the_recording_views_name_each_read_as_the_key_does(knobs):
+    from hipporag.prompts.loading import shipped
+    from hipporag.retrieval.reads import KnobReads, PromptReads
+
+    reads: set[str] = set()
+    view = KnobReads(knobs, reads)
+    assert view.damping == knobs.damping and reads == {"damping"}
+    assert view.replace(damping=0.1).passage_node_weight == knobs.passage_node_weight
+    assert reads == {"damping", "passage_node_weight"}
+    view.values("index")
+    assert {"synonymy_threshold", "directed"} <= reads
+    role_reads: set[str] = set()
+    prompts = PromptReads(shipped(), role_reads)
+    assert prompts.name and role_reads == set()  # where the set came from is no message
+    assert prompts.filter.digest and role_reads == {"filter_messages"}
+    prompts.role_digests()
+    assert {"reader_messages", "ner_messages", "triples_messages"} <= role_reads
