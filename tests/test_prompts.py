@@ -6,11 +6,12 @@ import copy
 
 import pytest
 import yaml
+from cli import run_cli
 
 from hipporag.core.errors import SettingError
 from hipporag.index.openie import build_extractor
 from hipporag.llm.backends import build_llm
-from hipporag.prompts.loading import SHIPPED_DIR, folder_choice, shipped
+from hipporag.prompts.loading import MAX_PROMPT_FILE_BYTES, SHIPPED_DIR, folder_choice, shipped
 from hipporag.prompts.prompt_set import PromptSetError, parse_prompt_set
 from hipporag.retrieval.ranking_cache import key_values, ranking_key
 from hipporag.run.settings import compose, load_settings
@@ -113,6 +114,69 @@ def test_a_file_that_does_not_parse_is_refused(tmp_path):
     bad.write_text("reader: [unclosed\n")
     with pytest.raises(PromptSetError, match=r"bad.yaml: not a readable YAML prompt set"):
         load_settings(compose(f"prompts={bad}"))
+
+
+def test_the_shipped_set_is_far_below_the_size_limit():
+    assert (SHIPPED_DIR / "default.yaml").stat().st_size * 100 < MAX_PROMPT_FILE_BYTES
+
+
+def bomb() -> str:
+    """Nine levels of nine aliases under `source` (kept as it is, and written into metrics.json): 9**9 strings."""
+    levels = "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]\n" for i in range(1, 9))
+    return "source:\n  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + levels
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (
+            lambda: bomb() + yaml.safe_dump({k: v for k, v in DEFAULT.items() if k != "source"}),
+            ": line 2, column 7: YAML anchors and aliases (&name, *name) are refused; write the value out",
+        ),
+        (
+            lambda: "name: &n mine\n" + yaml.safe_dump({k: v for k, v in DEFAULT.items() if k != "name"}),
+            ": line 1, column 7: YAML anchors and aliases (&name, *name) are refused; write the value out",
+        ),
+        (lambda: "reader: " + "[" * 100, ": line 1, column 72: nested deeper than 64 levels"),
+        (lambda: "name: " + "9" * 5000, ": line 1, column 7: Exceeds the limit (4300 digits)"),
+    ],
+)
+def test_yaml_that_would_explode_or_crash_later_is_refused_at_settings_time(tmp_path, text, says):
+    path = tmp_path / "mine.yaml"
+    path.write_text(text())
+    if "anchors" in says:  # what safe_load read was a valid set: the refusal is the loader's
+        parse_prompt_set(yaml.safe_load(path.read_text()), str(path))
+    with pytest.raises(PromptSetError) as e:
+        load_settings(compose(f"prompts={path}"))
+    assert e.value.one_line().startswith(f"{path}{says}")
+
+
+def test_a_set_whose_roles_share_a_list_is_refused_though_it_is_otherwise_valid(tmp_path):
+    """yaml.safe_dump writes an anchor for a list used twice: such a file names where to write the text out."""
+    data = copy.deepcopy(DEFAULT)
+    data["ner"]["messages"][0] = data["filter"]["messages"][0]  # the same turn object in two roles
+    text = yaml.safe_dump(data)
+    assert "&id001" in text and "*id001" in text
+    parse_prompt_set(yaml.safe_load(text), "as safe_load reads it")  # valid, were aliases read
+    path = tmp_path / "shared.yaml"
+    path.write_text(text)
+    with pytest.raises(PromptSetError, match=r"shared.yaml: line \d+, column \d+: YAML anchors and aliases"):
+        load_settings(compose(f"prompts={path}"))
+
+
+def test_run_py_refuses_an_alias_bomb_and_an_oversized_file_in_one_line_before_any_work(tmp_path):
+    bombed = tmp_path / "bomb.yaml"
+    bombed.write_text(bomb() + yaml.safe_dump({k: v for k, v in DEFAULT.items() if k != "source"}))
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as f:
+        f.truncate(50 << 20)  # 50 MB (sparse): refused by its size, never read
+    for path, says in (
+        (bombed, f"error: {bombed}: line 2, column 7: YAML anchors and aliases (&name, *name) are refused"),
+        (big, f"error: {big}: 52,428,800 bytes, over the 1,048,576-byte limit of a prompt file (hint: "),
+    ):
+        proc = run_cli("run.py", f"prompts={path}", f"hydra.run.dir={tmp_path / 'run'}", expect_rc=2, timeout=120)
+        assert proc.stderr.startswith(says) and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "run" / "metrics.json").exists()
 
 
 def test_a_folder_follows_the_official_dataset_rule(tmp_path):

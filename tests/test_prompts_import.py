@@ -12,6 +12,7 @@ import json
 import string
 
 import pytest
+import yaml
 
 from hipporag.prompts.__main__ import main
 from hipporag.prompts.loading import load_prompts
@@ -39,22 +40,22 @@ prompt_template = [
 """
 TRIPLES = """
 from .ner import demo, demo_out
-from ...utils.llm_utils import to_template
+from ...utils.llm_utils import convert_format_to_template
 
 frame = "Text:\\n{passage}\\n\\n{named_entity_json}\\n"
 prompt_template = [
     {"role": "system", "content": "Write triples."},
     {"role": "user", "content": frame.format(passage=demo, named_entity_json=demo_out)},
     {"role": "assistant", "content": '{"triples": [["Gamma", "met", "Delta"]]}'},
-    {"role": "user", "content": to_template(frame)},
+    {"role": "user", "content": convert_format_to_template(original_string=frame)},
 ]
 """
 UTILS = """
-import re
+raise ImportError("the helper module must not run either")
 
 
-def to_template(text):
-    return re.sub(r"\\{(\\w+)\\}", lambda m: "${" + m.group(1) + "}", text)
+def convert_format_to_template(original_string, placeholder_mapping=None, static_values=None):
+    return original_string  # never called: the importer applies its own copy of the official behaviour
 """
 IRCOT = """
 prompt_template = [{"role": "system", "content": "Think step by step."}, {"role": "user", "content": "${prompt_user}"}]
@@ -122,7 +123,11 @@ def official_reader(question, passages):
 def test_import_writes_one_set_per_dataset_template_that_renders_as_the_official_code(checkout, tmp_path, capsys):
     out = tmp_path / "prompts"
     assert main(["import-official", str(checkout), str(out)]) == 0
-    printed = capsys.readouterr().out
+    printed, warned = capsys.readouterr()
+    # the tree's helper is not the official one: the importer says whose behaviour it applied
+    assert (
+        "warning: utils/llm_utils.py of this checkout has a convert_format_to_template other than c617143's" in warned
+    )
     assert "| hotpotqa.yaml | rag_qa_musique | ircot_hotpotqa |" in printed and f"prompts={out}" in printed
     assert sorted(p.name for p in out.iterdir()) == ["hotpotqa.yaml", "musique.yaml"]
 
@@ -169,11 +174,15 @@ def test_import_writes_one_set_per_dataset_template_that_renders_as_the_official
         ),
         (
             lambda root: (root / "prompts" / "templates" / "ner.py").write_text("import not_a_module_here\n"),
-            "ner.py: loading it needs the module 'not_a_module_here'",
+            "ner.py:1: `import not_a_module_here` is not run (a template is read as assignments of data)",
         ),
         (
             lambda root: (root / "prompts" / "templates" / "ner.py").unlink(),
-            "triple_extraction.py: it imports prompts.templates.ner, which the checkout lacks",
+            "triple_extraction.py:2: it imports prompts.templates.ner, which the checkout lacks",
+        ),
+        (
+            lambda root: (root / "utils" / "llm_utils.py").unlink(),
+            "triple_extraction.py:3: it imports utils.llm_utils.convert_format_to_template, which the checkout lacks",
         ),
         (lambda root: (root / "rerank.py").write_text("x = 1\n"), "rerank.py: no DSPyFilter one_input_template"),
         (
@@ -201,3 +210,136 @@ def test_the_sets_do_not_depend_on_where_the_checkout_was_imported_from(checkout
     """Two imports of one tree (private packages of their own) give the same prompts."""
     a, b = official_sets(checkout), official_sets(checkout)
     assert a == b
+
+
+def _ner(text):
+    return lambda root, marker: (root / "prompts" / "templates" / "ner.py").write_text(text.replace("MARKER", marker))
+
+
+LONG = "x" * 1000
+
+
+@pytest.mark.parametrize(
+    "plant, says",
+    [
+        (
+            _ner('open("MARKER", "w").write("ran")\n'),
+            "ner.py:1: `open(",
+        ),
+        (
+            _ner('demo = __import__("os").system("touch MARKER")\n'),
+            "ner.py:1: `__import__('os').system('touch /",
+        ),
+        (
+            _ner('demo = "{0.__init__.__globals__}".format("MARKER")\n'),
+            "ner.py:1: .format of a text with a field other than {name}, {0} or {}",
+        ),
+        (
+            _ner('import os\nos.system("touch MARKER")\n'),
+            "ner.py:1: `import os` is not run (a template is read as assignments of data)",
+        ),
+        (
+            _ner('def demo():\n    open("MARKER", "w")\n\n\ndemo()\n'),
+            "ner.py:1: `def demo(): open('",
+        ),
+        (
+            _ner('demo = "MARKER"\ndemo_out = f"{demo!r}"\n'),
+            "ner.py:2: `{demo!r}`: an f-string field is read only as a text or number, without conversion",
+        ),
+        (_ner("demo_out = missing\n"), "ner.py:1: the name 'missing' is not bound before it in the module"),
+        (
+            _ner("from .triple_extraction import frame\n"),
+            "triple_extraction.py:2: it imports prompts.templates.ner, which is still being read (a cycle)",
+        ),
+        (  # doubling: 8 characters, 18 times, would pass 1 MiB
+            _ner('demo = "xxxxxxxx"\n' + "demo = demo + demo\n" * 40),
+            "ner.py:19: a value of 2,097,152 characters or items, more than a prompt may hold",
+        ),
+        (
+            _ner(f'demo = "{LONG}"\ndemo_out = f"' + "{demo}" * 2000 + '"\n'),
+            "ner.py:2: a value of 1,049,000 characters or items, more than a prompt may hold",
+        ),
+        (
+            _ner(f'demo = "{LONG}"\ndemo_out = "' + "{0}" * 2000 + '".format(demo)\n'),
+            "ner.py:2: a value of 2,006,000 characters or items, more than a prompt may hold",
+        ),
+        (
+            _ner(
+                f'demo = demo_out = "{LONG}"\nturn = {{"role": "user", "content": demo}}\n'
+                f"prompt_template = [{'turn, ' * 2000}]\n"
+            ),
+            "ner.py: a prompt_template of 2,000,000 characters, over a prompt file's limit",
+        ),
+    ],
+)
+def test_nothing_of_the_checkout_runs_and_what_would_is_refused_naming_file_and_line(
+    checkout, tmp_path, capsys, plant, says
+):
+    marker = tmp_path / "ran"
+    plant(checkout / "src" / "hipporag", str(marker))
+    assert main(["import-official", str(checkout), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1, err
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+SUBSET = '''"""Every form the reader evaluates, checked against Python running this test's own module."""
+from __future__ import annotations
+
+head = ("one "
+        'two')
+tail: str = """three
+$$4 ${passage}"""
+both = head + " " + tail
+both += "!"
+count = 3
+line = f"{both} x{count} {'lit'} {1.5}"
+frame = "{passage} and {0} and {named} and {}"
+filled = "{passage}|{0}|{named}".format("zero", passage="P", named=count)
+pair = (head, [tail, {"k": line, 2: None, "t": True}], ())
+prompt_template = [{"role": "system", "content": line}] + [{"role": "user", "content": filled}]
+'''
+
+
+def test_the_subset_read_is_what_python_computes(tmp_path):
+    from hipporag.prompts.template_reader import TemplateReader
+
+    text = SUBSET
+    templates = tmp_path / "prompts" / "templates"
+    templates.mkdir(parents=True)
+    (templates / "subset.py").write_text(text)
+    ran: dict = {}
+    exec(compile(text, "subset.py", "exec"), ran)  # this test's own text, never a checkout's
+    expected = {k: v for k, v in ran.items() if not k.startswith("__") and k != "annotations"}
+    assert TemplateReader(tmp_path).names("subset") == expected
+    assert expected["filled"] == "P|zero|3"
+
+
+def test_the_helper_is_applied_as_the_official_one_behaves(tmp_path):
+    """convert_format_to_template as at c617143: {name} -> ${name}, renamed, or replaced by a static value."""
+    from hipporag.prompts.template_reader import TemplateReader
+
+    templates = tmp_path / "prompts" / "templates"
+    templates.mkdir(parents=True)
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "llm_utils.py").write_text(UTILS)
+    (templates / "t.py").write_text(
+        "from ...utils.llm_utils import convert_format_to_template as convert\n"
+        'plain = convert("{a} {b}")\n'
+        'both = convert(original_string="{a} {b} {c} {{d}} {e.f}", placeholder_mapping={"a": "alpha"},'
+        ' static_values={"b": 7})\n'
+    )
+    names = TemplateReader(tmp_path).names("t")
+    assert names["plain"] == "${a} ${b}"
+    assert names["both"] == "${alpha} 7 ${c} {${d}} {e.f}"
+
+
+def test_write_sets_refuses_a_set_a_run_would_refuse_and_writes_nothing(tmp_path):
+    from hipporag.prompts.loading import SHIPPED_DIR
+    from hipporag.prompts.official import ImportOfficialError, write_sets
+
+    data = yaml.safe_load((SHIPPED_DIR / "default.yaml").read_text())
+    data["ner"]["messages"][0]["content"] = "y" * (1 << 20)
+    with pytest.raises(ImportOfficialError, match=r"big.yaml: 1,05\d,\d{3} bytes, over the 1,048,576-byte limit"):
+        write_sets({"small": yaml.safe_load((SHIPPED_DIR / "default.yaml").read_text()), "big": data}, tmp_path / "o")
+    assert not (tmp_path / "o").exists()

@@ -171,8 +171,10 @@ def redact_yaml(text: str) -> str:
         return text
     import yaml
 
-    try:
-        return yaml.safe_dump(redact_obj(yaml.safe_load(text)), sort_keys=False, allow_unicode=True, width=120)
+    from hipporag.core import safe_yaml
+
+    try:  # no aliases: a file's alias bomb would be expanded on disk by the dump
+        return yaml.safe_dump(redact_obj(safe_yaml.load(text)), sort_keys=False, allow_unicode=True, width=120)
     except yaml.YAMLError:
         return redact(text)
 

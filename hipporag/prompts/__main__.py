@@ -18,9 +18,16 @@ from pathlib import Path
 
 from hipporag.core.errors import EXIT_USER_ERROR, UserError
 
+READ_NOT_RUN = """Nothing of the checkout is run: its template modules are parsed, and only string literals,
+concatenations, f-strings, names, imports between templates and str.format are evaluated (anything else is
+refused in one line); the one helper they call, utils/llm_utils.py convert_format_to_template, is applied as
+this importer's own copy of its behaviour at commit c617143 (a warning says when the checkout's differs).
+`import-legacy-ircot` reads its instruction as a literal."""
+
 
 def _import(args) -> int:
     from hipporag.prompts.official import DEFAULT_FILTER_PROGRAM, official_sets, write_sets
+    from hipporag.prompts.template_reader import HELPER, helper_differs
 
     sets = official_sets(Path(args.checkout), args.filter_program or DEFAULT_FILTER_PROGRAM)
     written = write_sets(sets, Path(args.out_dir), force=args.force)
@@ -31,6 +38,12 @@ def _import(args) -> int:
     for path, data in zip(written, sets.values()):
         src = data["source"]
         print(f"| {path.name} | {src['reader_template']} | {src['ircot_template'] or '-'} | {src['filter_program']} |")
+    if helper_differs(Path(first["checkout"]) / "src" / "hipporag"):
+        print(
+            f"warning: utils/llm_utils.py of this checkout has a {HELPER} other than c617143's (or none); the "
+            "importer applied c617143's to the templates that call it; compare the messages before trusting them",
+            file=sys.stderr,
+        )
     if not first["reader_assembly_checked"]:
         print(
             "warning: HippoRAG.py of this checkout does not assemble the reader's message as this importer knows it "
@@ -80,9 +93,15 @@ def _show(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=f"{__doc__}\n{READ_NOT_RUN}", formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", required=True)
-    imp = sub.add_parser("import-official", help="write prompt sets from a checkout of the official HippoRAG")
+    imp = sub.add_parser(
+        "import-official",
+        description=READ_NOT_RUN,
+        help="write prompt sets from a checkout of the official HippoRAG (read, never run)",
+    )
     imp.add_argument("checkout", help="the official repository's folder (it has src/hipporag/prompts/templates)")
     imp.add_argument("out_dir", help="the folder to write <dataset>.yaml files into")
     imp.add_argument("--filter-program", help="the DSPy filter program, relative to src/hipporag/prompts/")

@@ -16,12 +16,17 @@ from pathlib import Path
 
 import yaml
 
+from hipporag.core.safe_yaml import YAMLRefused, YAMLTooLarge, load_file
 from hipporag.prompts.prompt_set import PromptSet, PromptSetError, parse_prompt_set
 
 log = logging.getLogger(__name__)
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "sets"
 FALLBACK = "musique"  # the official code's fallback template (HippoRAG.qa)
+# The largest prompt file read. The shipped set is 4.5 KB; `import-official` writes 22-24 KB per dataset and
+# `import-legacy-ircot` at most 89 KB (every demonstration, --num-demo 1000). 1 MiB is ~250k tokens, beyond
+# the context the harness's readers run with; a 50 MB file took a minute and 1.1 GB to parse.
+MAX_PROMPT_FILE_BYTES = 1 << 20
 
 
 def shipped_names() -> list[str]:
@@ -57,8 +62,14 @@ def prompt_file(value: str, dataset: str) -> Path:
 
 @functools.lru_cache(maxsize=16)
 def _read(path: str, mtime_ns: int) -> PromptSet:
+    """A prompt file parsed: its size checked before it is read, anchors and aliases refused (a set has no use
+    for them, and an alias bomb would load at once and explode only when the run's files are written)."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = load_file(Path(path), MAX_PROMPT_FILE_BYTES)
+    except YAMLTooLarge as e:
+        raise PromptSetError(f"{path}: {e.size:,} bytes, over the {e.limit:,}-byte limit of a prompt file") from None
+    except YAMLRefused as e:
+        raise PromptSetError(f"{path}: {e}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         first = " ".join(str(e).split())[:200]
         raise PromptSetError(f"{path}: not a readable YAML prompt set: {first}") from e

@@ -5,10 +5,10 @@ ship (their text is the official project's). This reads them from the user's che
 in our prompt-set layout, one file per dataset, so that `prompts=FOLDER` sends exactly what the official
 code sends. What is read, and how it maps:
 
-- `src/hipporag/prompts/templates/*.py`: each module's `prompt_template`, executed as the official
-  PromptTemplateManager loads it (inside a private package named after nothing of ours, the checkout's
-  own `hipporag/__init__.py` not run), so `str.format` conversions and imports between templates give the
-  very Template text the official code renders;
+- `src/hipporag/prompts/templates/*.py`: each module's `prompt_template`, read as data, never run
+  (`template_reader`: literals, concatenations, f-strings, imports between templates, `str.format` and the
+  one helper they call, evaluated from the syntax tree), so it is the very Template text the official
+  PromptTemplateManager loads; a module outside that subset is refused in one line;
 - `rag_qa_{dataset}` -> the `reader` role, its `${prompt_user}` turned into the official HippoRAG.qa
   assembly (`Wikipedia Title: {passage}\\n\\n` per passage, then `Question: {question}\\nThought: `) and
   the official answer rule (`first`); a dataset without its own template gets `rag_qa_musique`, as there;
@@ -26,18 +26,16 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib
-import importlib.util
 import json
 import string
 import subprocess
-import sys
-import types
-import uuid
 from pathlib import Path
 
 from hipporag.core.errors import UserError
+from hipporag.core.safe_yaml import YAMLRefused, load
+from hipporag.prompts.loading import MAX_PROMPT_FILE_BYTES
 from hipporag.prompts.prompt_set import escape, parse_prompt_set
+from hipporag.prompts.template_reader import TemplateReader
 
 REPOSITORY = "OSU-NLP-Group/HippoRAG"
 DEFAULT_FILTER_PROGRAM = "dspy_prompts/filter_llama3.3-70B-Instruct.json"
@@ -66,17 +64,6 @@ def package_root(checkout: Path) -> Path:
     return root
 
 
-def _private_package(root: Path) -> str:
-    """A package name bound to the checkout's `src/hipporag` without running its `__init__` files (they load
-    the whole official system); the templates' relative imports resolve inside it."""
-    name = f"_official_hipporag_{uuid.uuid4().hex[:8]}"
-    for sub in ("", "prompts", "prompts.templates", "utils"):
-        module = types.ModuleType(f"{name}.{sub}".rstrip("."))
-        module.__path__ = [str(root.joinpath(*sub.split(".")) if sub else root)]
-        sys.modules[module.__name__] = module
-    return name
-
-
 def _template_text(content, where: str) -> str:
     if isinstance(content, string.Template):
         return content.template
@@ -86,41 +73,29 @@ def _template_text(content, where: str) -> str:
 
 
 def load_templates(root: Path) -> tuple[dict[str, list[dict]], list[Path]]:
-    """Every template of the checkout: {name: [{role, content (Template text)}]}, and the files read."""
-    package = _private_package(root)
-    folder = root / "prompts" / "templates"
+    """Every template of the checkout: {name: [{role, content (Template text)}]}, and the files read.
+    The modules are read as data (`template_reader`), never run."""
+    reader = TemplateReader(root)
     templates, files = {}, []
-    try:
-        for path in sorted(folder.glob("*.py")):
-            if path.name == "__init__.py":
-                continue
-            where = str(path)
-            try:
-                module = importlib.import_module(f"{package}.prompts.templates.{path.stem}")
-            except ModuleNotFoundError as e:
-                if (e.name or "").startswith(package + "."):
-                    missing = e.name[len(package) + 1 :]
-                    raise ImportOfficialError(f"{where}: it imports {missing}, which the checkout lacks") from e
-                raise ImportOfficialError(
-                    f"{where}: loading it needs the module {e.name!r}", hint=f"pip install {e.name}"
-                ) from e
-            except Exception as e:  # the file is the user's: any failure is one line naming it
-                raise ImportOfficialError(f"{where}: cannot be loaded: {type(e).__name__}: {e}") from e
-            template = getattr(module, "prompt_template", None)
-            if isinstance(template, (str, string.Template)):
-                turns = [{"role": "user", "content": _template_text(template, where)}]
-            elif isinstance(template, list) and all(
-                isinstance(t, dict) and {"role", "content"} <= set(t) for t in template
-            ):
-                turns = [{"role": str(t["role"]), "content": _template_text(t["content"], where)} for t in template]
-            else:
-                raise ImportOfficialError(f"{where}: no prompt_template (a str, a Template or a chat list)")
-            templates[path.stem] = turns
-            files.append(path)
-    finally:
-        for key in [k for k in sys.modules if k == package or k.startswith(package + ".")]:
-            del sys.modules[key]
-    # helpers the templates imported (llm_utils, ...) were read too
+    for path in sorted(reader.folder.glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        where = str(path)
+        template = reader.names(path.stem).get("prompt_template")
+        if isinstance(template, (str, string.Template)):
+            turns = [{"role": "user", "content": _template_text(template, where)}]
+        elif isinstance(template, list) and all(
+            isinstance(t, dict) and {"role", "content"} <= set(t) and isinstance(t["role"], str) for t in template
+        ):
+            turns = [{"role": t["role"], "content": _template_text(t["content"], where)} for t in template]
+        else:
+            raise ImportOfficialError(f"{where}: no prompt_template (a str, a Template or a chat list)")
+        size = sum(len(t["content"]) for t in turns)  # its turns may repeat one long text: count them all
+        if size > MAX_PROMPT_FILE_BYTES:
+            raise ImportOfficialError(f"{where}: a prompt_template of {size:,} characters, over a prompt file's limit")
+        templates[path.stem] = turns
+        files.append(path)
+    # the helper modules, recorded as every import has recorded them (llm_utils holds the one helper applied)
     files += [p for p in (root / "utils" / "llm_utils.py", root / "utils" / "config_utils.py") if p.is_file()]
     return templates, files
 
@@ -283,26 +258,35 @@ def _dumper():
 
 
 def write_sets(sets: dict[str, dict], out_dir: Path, force: bool = False) -> list[Path]:
-    """One YAML file per dataset in `out_dir`, each read back and compared (the YAML round trip is exact)."""
+    """One YAML file per dataset in `out_dir`, each checked before any is written: it reads back, as a run
+    reads it (within the size limit, no anchors), as exactly the official text."""
     import yaml
 
     out_dir = Path(out_dir).expanduser()
     clashes = [out_dir / f"{d}.yaml" for d in sets if (out_dir / f"{d}.yaml").exists()]
     if clashes and not force:
         raise ImportOfficialError(f"{clashes[0]} exists", hint="choose an empty folder, or pass --force to replace")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
     header = (
         "# Written by `python -m hipporag.prompts import-official` from the checkout named under `source`;\n"
         "# the text is the official HippoRAG's (not this project's). Use it with `prompts=<this folder>`.\n"
     )
+    texts = {}
     for dataset, data in sets.items():
         path = out_dir / f"{dataset}.yaml"
-        path.write_text(
-            header + yaml.dump(data, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=10**9),
-            encoding="utf-8",
-        )
-        if yaml.safe_load(path.read_text(encoding="utf-8")) != data:
-            raise ImportOfficialError(f"{path}: the YAML written does not read back as the official text")
-        written.append(path)
-    return written
+        text = header + yaml.dump(data, Dumper=_dumper(), sort_keys=False, allow_unicode=True, width=10**9)
+        size = len(text.encode("utf-8"))
+        if size > MAX_PROMPT_FILE_BYTES:
+            raise ImportOfficialError(
+                f"{path}: {size:,} bytes, over the {MAX_PROMPT_FILE_BYTES:,}-byte limit of a prompt file"
+            )
+        try:
+            same = load(text) == data
+        except YAMLRefused as e:
+            raise ImportOfficialError(f"{path}: the YAML would be refused when read back: {e}") from None
+        if not same:
+            raise ImportOfficialError(f"{path}: the YAML written would not read back as the official text")
+        texts[path] = text
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path, text in texts.items():
+        path.write_text(text, encoding="utf-8")
+    return list(texts)
