@@ -44,3 +44,33 @@ def test_a_graph_missing_failed_passages_is_not_cached(tmp_path, knobs):
     index, report = build_index(PASSAGES, extractor, embedder, knobs, tmp_path)
     assert report.openie.failed_requests == 0 and report.openie.extracted == 1
     assert "alder glassworks" in index.entities and graph_folders(tmp_path) == [index.key]
+
+
+def test_an_embedder_neither_on_disk_nor_reachable_stops_the_run_in_one_line_before_any_work(tmp_path):
+    """`embedder=contriever` offline with an empty Hugging Face cache: one line naming the model and
+    HF_HUB_OFFLINE, exit 2, and no OpenIE (nothing in the cache) rather than a traceback after it."""
+    from cli import run_cli
+
+    cache = tmp_path / "cache"
+    proc = run_cli(
+        "run.py",
+        "embedder=contriever",
+        "read=false",
+        "tracker=none",
+        f"cache_dir={cache}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"HF_HOME": str(tmp_path / "hf")},
+        expect_rc=2,
+    )
+    [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert "embedder facebook/contriever is not in the local Hugging Face cache" in line
+    assert "HF_HUB_OFFLINE is set" in line and "Traceback" not in proc.stderr
+    assert not (cache / "openie").exists() and not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_a_local_checkpoint_that_is_not_there_is_named(tmp_path):
+    from hipporag.core.errors import MissingDependencyError
+
+    with pytest.raises(MissingDependencyError, match=r"embedder weights not found: .*/nowhere does not exist"):
+        SentenceTransformerEmbedder(path=str(tmp_path / "nowhere"), device="cpu").check_weights()
+    SentenceTransformerEmbedder(device="cpu").check_weights()  # the offline MiniLM package: present

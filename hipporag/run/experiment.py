@@ -118,6 +118,7 @@ def run_experiment(
     llm = build_llm(settings.llm, cache_dir, fail_fast=knobs.fail_on_llm_error)
     extractor = build_extractor(settings.extractor, llm, settings.prompts)
     embedder = build_embedder(settings.embedder)
+    embedder.check_weights()  # before any work: a model neither on disk nor reachable is one line, not a traceback
     t0 = time.perf_counter()
     index, report = build_index(passages, extractor, embedder, knobs, cache_dir)
     timings["index_s"] = time.perf_counter() - t0
