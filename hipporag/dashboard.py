@@ -5,6 +5,9 @@ sweeps (`--group`, a sweep's group is its folder name; `--entity`, `--project`) 
 Always, for every local run or sweep folder (given, or found for a group under --sweeps-root): writes
 dashboard.html (self-contained), dashboard_report.json (the report's specification) and comparison.md (the
 queries each method wins and loses). A multirun writes these by itself when it ends.
+
+A damaged job (`hipporag.run.sweep_folders`) is one `warning:` line and left out; the others are still
+written, and the command exits 2.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         if not folders and not args.group:
             raise db.DashboardError("give a run or sweep folder, or --group SWEEP")
         comparisons = [db.load(folder) for folder in folders]  # each folder read once
+        for line in (f"left out: {x}" for c in comparisons for x in c.left_out):
+            print(f"warning: {line}", file=sys.stderr)
+        for line in (x for c in comparisons for x in c.warnings):
+            print(f"warning: {line}", file=sys.stderr)
         for folder, c in zip(folders, comparisons):
             for path in db.write_offline(folder, c):
                 print(path)
@@ -54,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"error: {e.one_line()}", file=sys.stderr)
         return EXIT_USER_ERROR
-    return 0
+    return EXIT_USER_ERROR if any(c.left_out for c in comparisons) else 0  # a damaged job: never silent
 
 
 if __name__ == "__main__":

@@ -121,3 +121,41 @@ def test_gold_passages_absent_from_the_corpus_warn_once_or_stop(tmp_path, caplog
     assert ds.gold_missing["passages"] == 3 and ds.gold_missing["example"]["query_id"] == "x0"
     with pytest.raises(DatasetError, match="3 of 6 gold passages"):
         load_files("t", questions, corpus, strict_gold=True)
+
+
+def test_a_repeated_question_id_is_refused_naming_the_file_the_id_and_the_records(tmp_path):
+    corpus = write(tmp_path, "c.json", CORPUS)
+    qs = [{"id": i, "question": "q?", "answer": "a"} for i in ("x1", "x2", "x1", "x3", "x2", "x1")]
+    path = write(tmp_path, "q.json", qs)
+    with pytest.raises(DatasetError) as err:
+        load_files("t", path, corpus)
+    assert err.value.one_line().startswith(
+        f"{path}: question id 'x1' is used by records 0, 2, 5 (and 1 more repeated id) (hint: "
+    )
+    # a record without an id is known by its position: an explicit id equal to it collides
+    clash = write(
+        tmp_path, "clash.json", [{"question": "q?", "answer": "a"}, {"id": "0", "question": "q?", "answer": "a"}]
+    )
+    with pytest.raises(DatasetError, match=r"question id '0' is used by records 0, 1"):
+        load_files("t", clash, corpus)
+
+
+OFFICIAL = {
+    "musique_train": ("musique_train/musique_train.json", "musique_train/musique_train_corpus.json"),
+    "2wikimultihopqa_30": (
+        "2wikimultihopqa_30/2wikimultihopqa_30.json",
+        "2wikimultihopqa_30/2wikimultihopqa_corpus.json",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(OFFICIAL))
+def test_the_official_datasets_repeat_no_question_id(name):
+    """Why refusing a repeated id is safe: the benchmark files themselves have none (nor has the demo)."""
+    from cli import DATA
+
+    questions, corpus = (DATA / p for p in OFFICIAL[name])
+    if not questions.is_file():
+        pytest.skip(f"{questions} is not here")
+    ds = load_files(name, questions, corpus)
+    assert len({q.id for q in ds.queries}) == len(ds.queries) == len(json.loads(questions.read_text()))

@@ -142,7 +142,26 @@ def parse_questions(records: object, path: Path, dataset_name: str = "") -> list
         )
     if not queries:
         raise DatasetError(f"{path}: the question list is empty")
+    refuse_repeated_ids([q.id for q in queries], path)
     return queries
+
+
+def refuse_repeated_ids(ids: list[str], path: Path) -> None:
+    """Question ids must be unique: every record, table and comparison downstream keys a question by its id
+    (the per-query records, the paired test's pairs, the dashboard), so a repeat would silently pair the
+    wrong questions. The official datasets repeat none."""
+    seen: dict[str, list[int]] = {}
+    for i, qid in enumerate(ids):
+        seen.setdefault(qid, []).append(i)
+    repeated = {qid: where for qid, where in seen.items() if len(where) > 1}
+    if repeated:
+        qid, where = next(iter(repeated.items()))
+        n = len(repeated) - 1
+        more = f" (and {n} more repeated {'id' if n == 1 else 'ids'})" if n else ""
+        raise DatasetError(
+            f"{path}: question id {qid!r} is used by records {', '.join(map(str, where))}{more}",
+            hint="give each question its own 'id' (or '_id'); a record without one is identified by its position",
+        )
 
 
 def parse_corpus(records: object, path: Path) -> list[Passage]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from hipporag.core.errors import SettingError
+from hipporag.core.errors import EXIT_USER_ERROR, SettingError, UserError
 from hipporag.core.paths import CONF_DIR, group_config
 from hipporag.paper.numbers import (
     DATASET_LABELS,
@@ -43,10 +42,10 @@ from hipporag.paper.numbers import (
 )
 from hipporag.report.blocks import upsert_block
 from hipporag.report.figures import pct
-from hipporag.report.markdown import md_cell
+from hipporag.report.markdown import md_cell, md_text
 from hipporag.report.sweep_report import collect
 from hipporag.retrieval.methods import METHODS
-from hipporag.run.sweep_folders import job_overrides
+from hipporag.run.sweep_folders import job_overrides, read_metrics, read_sweep
 
 
 def ablation_knobs(method: str) -> tuple[str, ...]:
@@ -126,7 +125,13 @@ class OurRow:
 def _yaml(path: Path) -> dict:
     if not path.is_file():
         raise ReproduceError(f"{path}: missing (every job folder of a sweep has one)")
-    return yaml.safe_load(path.read_text()) or {}
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ReproduceError(f"{path}: not readable YAML ({' '.join(str(e).split())[:160]})") from None
+    if not isinstance(doc, dict):
+        raise ReproduceError(f"{path}: not a mapping of settings but {type(doc).__name__}")
+    return doc
 
 
 @functools.lru_cache(maxsize=1)
@@ -231,14 +236,15 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", str(name).split("/")[-1].lower())
 
 
-def load_rows(sweep_dir: Path, table: Table) -> list[OurRow]:
-    """One OurRow per (job, method) of the sweep, keyed as the paper table keys its rows."""
-    frame, _ = collect(sweep_dir)
+def load_rows(sweep_dir: Path, table: Table) -> tuple[list[OurRow], list[str]]:
+    """One OurRow per (job, method) of the sweep, keyed as the paper table keys its rows; and one line per
+    damaged job left out (`run.sweep_folders`)."""
+    frame, _, left_out = collect(sweep_dir)
     rows = []
     for _, r in frame.iterrows():
         job_dir = sweep_dir / str(r.job)
         cfg = _yaml(job_dir / "resolved_config.yaml")
-        metrics = json.loads((job_dir / "metrics.json").read_text())
+        metrics = read_metrics(job_dir)
         method = str(r.method)
         if table.by == "method":
             key = method
@@ -273,12 +279,12 @@ def load_rows(sweep_dir: Path, table: Table) -> list[OurRow]:
             continue
         seen.add(ident)
         kept.append(row)
-    return kept
+    return kept, left_out
 
 
 def experiment_name(sweep_dir: Path) -> str | None:
     """The experiment preset of the sweep (+experiment=NAME), if every job names the same one."""
-    names = {job_overrides(p.parent).get("experiment") for p in sweep_dir.glob("*/metrics.json")}
+    names = {job.overrides.get("experiment") for job in read_sweep(sweep_dir).jobs}
     names.discard(None)
     if len(names) > 1:
         raise ReproduceError(f"{sweep_dir}: jobs name different experiments ({', '.join(sorted(names))}); pass --table")
@@ -407,6 +413,16 @@ def compare(
     numbers: str | Path | None = None,
 ) -> str:
     """The markdown comparison of a sweep folder with its paper table."""
+    return compare_reporting(sweep_dir, table_name, paper_dataset_name, numbers)[0]
+
+
+def compare_reporting(
+    sweep_dir: Path,
+    table_name: str | None = None,
+    paper_dataset_name: str | None = None,
+    numbers: str | Path | None = None,
+) -> tuple[str, list[str]]:
+    """`compare`, and one line per damaged job it left out (listed in the text too, never hidden)."""
     sweep_dir = Path(sweep_dir)
     if not sweep_dir.is_dir():
         raise ReproduceError(f"{sweep_dir}: not a folder (give the sweep folder of `python run.py -m ...`)")
@@ -425,7 +441,7 @@ def compare(
     paper_rows = load_table(table, numbers)
     source = numbers_dir(numbers) / f"{table.file_stem}.csv"
     metrics = [m for m in METRICS if any(p["metric"] == m for p in paper_rows)]
-    rows = load_rows(sweep_dir, table)
+    rows, left_out = load_rows(sweep_dir, table)
     if paper_dataset_name and paper_dataset_name not in PAPER_SETS[table.paper]:
         raise ReproduceError(
             f"--paper-dataset {paper_dataset_name!r} is not a dataset of {PAPERS[table.paper]} "
@@ -477,7 +493,9 @@ def compare(
     lines += _difference_lines(matched)
     if unmatched:
         lines += ["", "Without a paper counterpart:"] + [f"- {u}" for u in unmatched]
-    return "\n".join(lines)
+    if left_out:
+        lines += ["", "LEFT OUT (damaged, not shown):"] + [f"- {md_text(x)}" for x in left_out]
+    return "\n".join(lines), left_out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -506,13 +524,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     try:
-        text = compare(args.sweep_dir, args.table, args.paper_dataset, args.paper_numbers)
+        text, left_out = compare_reporting(args.sweep_dir, args.table, args.paper_dataset, args.paper_numbers)
+    except UserError as e:
+        print(f"error: {e.one_line()}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except (ReproduceError, PaperNumbersError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR
+    for line in left_out:
+        print(f"warning: left out: {line}", file=sys.stderr)
     print(text)
     if args.write:
         block = args.block or args.table or experiment_name(args.sweep_dir)
         done = upsert_block(args.write, f"<!-- reproduce:{block}:start -->", f"<!-- reproduce:{block}:end -->", text)
         print(f"\n({done} block `{block}` in {args.write})", file=sys.stderr)
-    return 0
+    return EXIT_USER_ERROR if left_out else 0  # a damaged job left out: never silent

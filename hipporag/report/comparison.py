@@ -8,17 +8,28 @@ sweep of one job.
 from __future__ import annotations
 
 import json
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from hipporag.core.errors import UserError
 from hipporag.core.redact import redact
-from hipporag.eval.paired import pair_records
-from hipporag.report.figures import finite, pct
+from hipporag.eval.paired import PAIRED_METRICS, pair_records
+from hipporag.report.figures import finite, is_number, pct
 from hipporag.report.markdown import md_text
-from hipporag.run.sweep_folders import job_overrides, swept_knobs
+from hipporag.run.sweep_folders import (
+    METRICS_FILE,
+    DamagedRecordError,
+    NoJobsError,
+    SweepFolder,
+    read_job,
+    read_sweep,
+    swept_knobs,
+)
 from hipporag.run.tracking import uniform_keys
 
 DASHBOARD_METRICS = ("recall@2", "recall@5", "em", "f1")
@@ -64,6 +75,8 @@ class Comparison:
     jobs: list[Job]
     swept: list[str]
     metrics: list[str] = field(default_factory=list)  # the DASHBOARD_METRICS these runs have
+    left_out: list[str] = field(default_factory=list)  # one line per damaged job or link, not shown
+    warnings: list[str] = field(default_factory=list)  # one line per oddity worked around (repeated ids)
 
     @property
     def baseline(self) -> str | None:
@@ -75,42 +88,91 @@ class Comparison:
         return len({j.value("baseline", metric)[0] for j in self.jobs}) <= 1
 
 
-def _records(folder: Path) -> pd.DataFrame:
+def _bad_value(v) -> bool:
+    """A per-query metric that is neither a number nor missing (NaN is how parquet keeps a null)."""
+    return v is not None and not (is_number(v) and not math.isinf(v))
+
+
+def _records(folder: Path) -> tuple[pd.DataFrame, str | None]:
+    """A job's per_query.parquet, checked; and a warning when question ids repeat within a method (a run
+    from before ids were checked at load): those rows are told apart by position, as the run paired them
+    (`eval.uncertainty`), so that every query keeps its own pair. `DamagedRecordError` for a damaged file."""
     path = folder / "per_query.parquet"
-    if not path.is_file():
-        return pd.DataFrame()
-    frame = pd.read_parquet(path)
+    if not os.path.lexists(path):
+        return pd.DataFrame(), None
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError, NotImplementedError, pa.ArrowException) as e:  # cut short, not parquet, a loop
+        raise DamagedRecordError(f"{path}: not a readable parquet file ({' '.join(str(e).split())[:160]})") from None
+    if frame.empty:
+        return frame, None
+    for col in ("method", "query_id"):
+        if col not in frame:
+            raise DamagedRecordError(f"{path}: no `{col}` column")
+    for col in (c for c in PAIRED_METRICS if c in frame):
+        bad = next((i for i, v in enumerate(frame[col]) if _bad_value(v)), None)
+        if bad is not None:
+            row = frame.iloc[bad]
+            raise DamagedRecordError(
+                f"{path}: row {bad} ({row['method']}, query {row['query_id']}): `{col}` is "
+                f"{json.dumps(frame[col].iloc[bad], default=str)[:60]}, not a finite number"
+            )
     for col in ("seeds", "facts"):
         if col in frame:
             frame[col] = frame[col].map(lambda v: json.loads(v) if isinstance(v, str) else v)
-    return frame
+    return _tell_apart(frame, path)
+
+
+def _tell_apart(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, str | None]:
+    """Question ids repeated within a method renamed `<id> #2`, `#3`... by position, with one warning line."""
+    ids = frame["query_id"].astype(str)
+    nth = frame.groupby([frame["method"], ids]).cumcount()
+    if not (nth > 0).any():
+        return frame, None
+    first = frame[nth > 0].iloc[0]
+    rows = [int(i) for i in frame.index[(frame["method"] == first["method"]) & (ids == str(first["query_id"]))]]
+    repeated = frame.loc[nth > 0, "query_id"].astype(str).nunique()
+    frame = frame.assign(query_id=[q if n == 0 else f"{q} #{n + 1}" for q, n in zip(ids, nth)])
+    more = f" (and {repeated - 1} more repeated {'id' if repeated == 2 else 'ids'})" if repeated > 1 else ""
+    return frame, (
+        f"{path}: question id {str(first['query_id'])!r} appears {len(rows)} times for {first['method']} "
+        f"(rows {', '.join(map(str, rows))}){more}; the later ones are told apart by position ('{first['query_id']} #2')"
+    )
 
 
 def load(folder: Path) -> Comparison:
-    """A run folder or a sweep folder, every finished job in it."""
+    """A run folder or a sweep folder, every job in it that can be read (`run.sweep_folders`: a damaged job
+    is left out, and `Comparison.left_out` says which and why)."""
     folder = Path(folder)
-    if (folder / "metrics.json").is_file():
-        job_dirs, swept = [folder], []
+    if os.path.lexists(folder / METRICS_FILE):
+        sweep, swept = SweepFolder(folder, [read_job(folder)]), []
     else:
-        job_dirs = sorted((p.parent for p in folder.glob("*/metrics.json")), key=lambda p: (len(p.name), p.name))
-        if not job_dirs:
-            raise ComparisonError(f"{folder}: no metrics.json in it or in its job folders")
-        swept = swept_knobs(folder) or _varying_overrides(job_dirs)
-    jobs = []
-    for d in job_dirs:
-        metrics = json.loads((d / "metrics.json").read_text())
-        overrides = job_overrides(d)
-        records = _records(d)
+        try:
+            sweep = read_sweep(folder)
+        except NoJobsError as e:  # a run folder is a folder too: say so
+            text = f"{folder}: no metrics.json in it or in its job folders" if folder.is_dir() else str(e)
+            raise ComparisonError(text) from None
+        swept = swept_knobs(folder) or _varying_overrides([j.overrides for j in sweep.jobs])
+    jobs, left_out, warnings = [], list(sweep.left_out), []
+    for record in sweep.jobs:
+        d, metrics = record.folder, record.metrics
+        try:
+            records, warning = _records(d)
+        except DamagedRecordError as e:
+            left_out.append(str(e))
+            continue
+        warnings += [warning] if warning else []
         pairs = pair_records(records, metrics["method"], metrics.get("baseline"))
-        knobs = {k: redact(overrides.get(k, "")) for k in swept}  # a job's label: never a URL's password
+        knobs = {k: redact(record.overrides.get(k, "")) for k in swept}  # a job's label: never a URL's password
         jobs.append(Job(d.name, d, metrics, uniform_keys(metrics), knobs, records, pairs))
+    if not jobs:
+        raise DamagedRecordError(f"{folder}: no job can be read; {left_out[0]}")
     present = [m for m in DASHBOARD_METRICS if any(j.value("main", m)[0] is not None for j in jobs)]
-    return Comparison(folder, jobs, swept, present)
+    return Comparison(folder, jobs, swept, present, left_out, warnings)
 
 
-def _varying_overrides(job_dirs: list[Path]) -> list[str]:
+def _varying_overrides(overrides: list[dict]) -> list[str]:
     """Without multirun.yaml: the override keys whose values differ between jobs."""
-    overrides = [job_overrides(d) for d in job_dirs]
     keys = sorted({k for o in overrides for k in o})
     return [k for k in keys if len({o.get(k) for o in overrides}) > 1]
 
@@ -230,6 +292,8 @@ def to_markdown(c: Comparison) -> str:
     lines.append(
         "Who wins a query: the higher recall@5, then the higher recall@2, then the higher F1 when answers were read."
     )
+    lines += [f"\n**LEFT OUT** (damaged, not shown): {md_text(x)}" for x in c.left_out]
+    lines += [f"\n**warning**: {md_text(x)}" for x in c.warnings]
     if not c.baseline:
         return "\n".join([*lines, "", "These runs have no baseline."]) + "\n"
     for j in c.jobs:

@@ -29,9 +29,18 @@ def _tracker_settings(c: Comparison) -> tuple[str, str | None]:
     """The W&B project and entity the runs were logged to (resolved_config.yaml's tracker group)."""
     import yaml
 
+    from hipporag.core import safe_yaml
+
     path = c.jobs[0].folder / "resolved_config.yaml"
-    tracker = (yaml.safe_load(path.read_text()) or {}).get("tracker", {}) if path.is_file() else {}
-    return tracker.get("project") or "hipporag-harness", tracker.get("entity")
+    try:
+        config = safe_yaml.load(path.read_text()) if path.is_file() else {}  # a tampered file: no alias bomb
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # the numbers do not depend on it: the defaults
+        log.warning("%s: not readable (%s); W&B project and entity: the defaults", path, " ".join(str(e).split()))
+        config = {}
+    tracker = (config.get("tracker") if isinstance(config, dict) else None) or {}
+    tracker = tracker if isinstance(tracker, dict) else {}
+    project, entity = tracker.get("project"), tracker.get("entity")
+    return str(project or "hipporag-harness"), str(entity) if entity else None
 
 
 def project_of(c: Comparison) -> str:

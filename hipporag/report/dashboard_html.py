@@ -337,6 +337,8 @@ def _overview(c: Comparison) -> str:
         if degraded
         else ""
     )
+    warn += "".join(f'<p class="warn"><b>LEFT OUT</b> (damaged, not shown): {esc(x)}</p>' for x in c.left_out)
+    warn += "".join(f'<p class="warn"><b>warning</b>: {esc(x)}</p>' for x in c.warnings)
     return f'<section id="overview"><h2>Overview</h2><table>{rows}</table>{warn}</section>'
 
 

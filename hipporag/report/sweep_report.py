@@ -9,48 +9,54 @@ Files in the sweep folder: `report.md` (also printed), `report.csv`, `plots/<met
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
 from hipporag.cache.files import atomic_write_text
-from hipporag.core.errors import EXIT_DEGRADED
+from hipporag.core.errors import EXIT_DEGRADED, EXIT_USER_ERROR, UserError
 from hipporag.core.redact import redact, redact_file, register_config
+from hipporag.report.figures import finite
 from hipporag.report.markdown import md_cell, md_row, md_text
-from hipporag.run.sweep_folders import job_overrides, swept_knobs
+from hipporag.run.sweep_folders import read_sweep, swept_knobs
 
 log = logging.getLogger(__name__)
 
 HEADLINE = ("recall@2", "recall@5", "recall@10", "em", "f1")
 
 
-def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
-    """One row per (job, method), with the swept knobs as columns; and the names of the swept knobs."""
-    jobs = sorted((p.parent for p in sweep_dir.glob("*/metrics.json")), key=lambda p: (len(p.name), p.name))
-    if not jobs:
-        raise FileNotFoundError(f"{sweep_dir}: no job folder with a metrics.json (is this a sweep directory?)")
-    overrides = {job: job_overrides(job) for job in jobs}
+class Collected(NamedTuple):
+    frame: pd.DataFrame  # one row per (job, method)
+    swept: list[str]  # the swept knobs
+    left_out: list[str]  # one line per job or link that could not be read (`run.sweep_folders`)
+
+
+def collect(sweep_dir: Path) -> Collected:
+    """One row per (job, method), with the swept knobs as columns; the names of the swept knobs; and what was
+    left out. A damaged job is left out, never shown (`run.sweep_folders`: its rule)."""
+    sweep = read_sweep(sweep_dir)
+    overrides = {job.folder: job.overrides for job in sweep.jobs}
     keys = sorted({k for o in overrides.values() for k in o})
     # what the sweep declares (multirun.yaml), and whatever else differs between jobs: never the constant
     # overrides, even while one job has finished (a partial report) or in a folder without multirun.yaml
-    varying = [k for k in keys if len({overrides[j].get(k) for j in jobs}) > 1]
+    varying = [k for k in keys if len({o.get(k) for o in overrides.values()}) > 1]
     swept = list(dict.fromkeys([*swept_knobs(sweep_dir), *varying]))
     swept = [k for k in swept if k != "method"]  # a swept method is the row's own `method` column
     rows = []
-    for job in jobs:
-        metrics = json.loads((job / "metrics.json").read_text())
+    for job in sweep.jobs:
+        metrics = job.metrics
         baseline = metrics.get("baseline")
         for method, m in metrics["methods"].items():
             row = {
-                "job": job.name,
+                "job": job.folder.name,
                 "method": method,
                 "is_baseline": method == baseline and method != metrics["method"],
                 "status": metrics.get("status", "ok"),
             }
-            row.update({k: redact(overrides[job].get(k)) for k in swept})  # a URL with its password
+            row.update({k: redact(job.overrides.get(k)) for k in swept})  # a URL with its password
             for key in HEADLINE:
                 row[key] = m.get(key)
                 ci = (m.get("ci") or {}).get(key)
@@ -58,14 +64,15 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, list[str]]:
                 vs = (m.get("vs_baseline") or {}).get(key) or {}
                 row[f"{key}_delta"], row[f"{key}_p"] = vs.get("delta"), vs.get("p_value")
             rows.append(row)
-    return pd.DataFrame(rows), swept
+    return Collected(pd.DataFrame(rows), swept, sweep.left_out)
 
 
 def _fmt(value, lo=None, hi=None) -> str:
-    if value is None or pd.isna(value):
+    """A value in % with its CI; "-" for a missing one (never `nan` or `inf`: `report.figures.finite`)."""
+    if finite(value) is None:
         return "-"
     text = f"{100 * value:.2f}"
-    if lo is not None and not pd.isna(lo):
+    if finite(lo) is not None and finite(hi) is not None:
         text += f" [{100 * lo:.1f}, {100 * hi:.1f}]"
     return text
 
@@ -141,12 +148,21 @@ def write_report(sweep_dir: Path, partial: bool = False) -> str:
     """report.md, report.csv and (unless `partial`) the plots. A partial report is rewritten after every
     job, so a sweep that is killed still leaves the report of the jobs it finished, marked as such."""
     sweep_dir = Path(sweep_dir)
-    return write_collected(sweep_dir, *collect(sweep_dir), partial=partial)
+    collected = collect(sweep_dir)
+    for line in collected.left_out:
+        log.warning("left out: %s", line)
+    return write_collected(sweep_dir, *collected, partial=partial)
 
 
-def write_collected(sweep_dir: Path, frame: pd.DataFrame, swept: list[str], partial: bool = False) -> str:
-    """`write_report` for jobs already collected."""
+def write_collected(
+    sweep_dir: Path, frame: pd.DataFrame, swept: list[str], left_out: list[str] = (), partial: bool = False
+) -> str:
+    """`write_report` for jobs already collected; what was left out is listed at the top, never hidden."""
     notes = []
+    if left_out:
+        notes.append(
+            f"**LEFT OUT: {len(left_out)}** (damaged, not shown):\n" + "\n".join(f"- {md_text(x)}" for x in left_out)
+        )
     if partial:
         notes.append(
             f"**partial**: {frame.job.nunique()} jobs finished so far (the sweep is running, or was stopped); "
@@ -206,16 +222,20 @@ class SweepReportCallback(Callback):
             write_report(Path(config.hydra.sweep.dir), partial=True)
         except FileNotFoundError:
             pass  # no job has finished yet
+        except UserError as e:  # a damaged job folder: the sweep goes on
+            log.warning("No partial sweep report: %s", e.one_line())
 
     def on_multirun_end(self, config, **kwargs) -> None:
         """The final report; the sweep exits with code 3 when a job finished degraded."""
         sweep_dir = Path(config.hydra.sweep.dir)
         try:
-            frame, swept = collect(sweep_dir)
-        except FileNotFoundError as e:
-            log.warning("No sweep report: %s", e)
+            frame, swept, left_out = collect(sweep_dir)
+        except (FileNotFoundError, UserError) as e:
+            log.warning("No sweep report: %s", " ".join(str(e).split()))
             return
-        print(redact(write_collected(sweep_dir, frame, swept)))
+        for line in left_out:
+            log.warning("left out: %s", line)
+        print(redact(write_collected(sweep_dir, frame, swept, left_out)))
         from hipporag.report.dashboard import write_after_sweep
 
         write_after_sweep(sweep_dir)  # dashboard.html, the W&B report specification, comparison.md
@@ -227,7 +247,8 @@ class SweepReportCallback(Callback):
             sys.exit(EXIT_DEGRADED)
 
 
-def main() -> None:
+def main() -> int:
+    """The command: warnings for what was left out, and exit 2 when anything was (never a silent gap)."""
     ap = argparse.ArgumentParser(description="Write the report of a sweep directory.")
     ap.add_argument("sweep_dir", type=Path)
     ap.add_argument(
@@ -235,10 +256,18 @@ def main() -> None:
     )
     ap.add_argument("--block", help="name of the marked block (default: the sweep folder's name)")
     args = ap.parse_args()
-    text = write_report(args.sweep_dir)
+    try:
+        collected = collect(args.sweep_dir)
+    except UserError as e:
+        print(f"error: {e.one_line()}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    for line in collected.left_out:
+        print(f"warning: left out: {line}", file=sys.stderr)
+    text = write_collected(args.sweep_dir, *collected)
     print(text)
     if args.write:
         from hipporag.report.blocks import upsert_block
 
         block = args.block or args.sweep_dir.name
         upsert_block(args.write, f"<!-- report:{block}:start -->", f"<!-- report:{block}:end -->", text)
+    return EXIT_USER_ERROR if collected.left_out else 0
