@@ -3,6 +3,9 @@
 Prints, metric by metric, identical / within tolerance / different, and which provenance fields differ.
 Exits 0 when no metric is different or missing, 1 otherwise (2 for a folder that is not a run).
 Extra arguments after `--` are overrides for the rerun (e.g. `-- cache_dir=/tmp/fresh` for a cold rerun).
+They are yours, so they alone may aim a credential: a run against a server is rerun with its URL restated
+(`-- llm.base_url=http://127.0.0.1:8000/v1`) whenever the variable holding its API key is set; the folder's
+own URL and api_key_env are refused then (one line, exit 2). Ctrl-C, SIGTERM or a kill stops the rerun too.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hipporag.core.errors import EXIT_USER_ERROR, UserError
+from hipporag.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USER_ERROR, UserError
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,12 +36,20 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as e:
         print(f"error: {e.one_line()}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
+    except KeyboardInterrupt as e:  # the rerun was stopped first (run.launch)
+        from hipporag.core.termination import Terminated
+
+        print("error: interrupted; the rerun was stopped", file=sys.stderr)
+        sys.exit(EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED)
     comparisons = compare_metrics(recorded, new, args.tolerance)
     print(format_comparison(comparisons, provenance_changes(recorded, new), args.tolerance))
     sys.exit(0 if all(c.verdict in ("identical", "within tolerance") for c in comparisons) else 1)
 
 
 if __name__ == "__main__":
+    from hipporag.core import termination
     from hipporag.core.command import run_module
+
+    termination.install()  # SIGTERM ends like Ctrl-C: the rerun is stopped, one line, exit 143
 
     run_module("hipporag.rerun", main)

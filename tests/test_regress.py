@@ -190,3 +190,72 @@ def test_the_fast_regressions_pass_and_a_changed_number_fails(tmp_path, musique_
         "--out", str(tmp_path / "b"), env=env, expect_rc=1,
     )  # fmt: skip
     assert "| demo_retrieval | fail |" in proc.stdout and "hipporag2.recall@2: expected" in proc.stdout
+
+
+# ---- issue 31 item 5: a regression's run never outlives the command
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is `pid` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a parent that does not reap (a container's init may not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("sig, rc", [("SIGKILL", -9), ("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_stopped_regress_stops_its_run(tmp_path, sig, rc):
+    """The run is held at its start by a failpoint that would wait 10 minutes; the command is killed (or
+    stopped) and its run ends within seconds, by SIGTERM: it says so in its run.log."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cli import cli_env
+
+    write(
+        tmp_path,
+        "held",
+        overrides=["tracker=none", "read=false", "method=bm25"],
+        expected={"status": "ok", "methods": {}},
+    )
+    env = {"HIPPORAG_FAILPOINT": "job.start", "HIPPORAG_FAILPOINT_AFTER": str(tmp_path / "never")}
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "hipporag.regress", "--dir", str(tmp_path), "--out", str(out)]
+    parent = subprocess.Popen(
+        [*cmd, "--cache-dir", str(tmp_path / "cache")], cwd=ROOT, env=cli_env(env), stderr=subprocess.PIPE, text=True
+    )
+    deadline, child = time.monotonic() + 120, None
+    while child is None and time.monotonic() < deadline and parent.poll() is None:
+        runs = [p for p in _children(parent.pid) if b"run.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        child = runs[0] if runs and (out / "held" / "run.log").exists() else None
+        time.sleep(0.2)
+    assert child is not None, parent.stderr.read() if parent.poll() is not None else "no run started"
+    time.sleep(1)  # at the failpoint by now (a run that had not got there would wait at it all the same)
+    parent.send_signal(getattr(signal, sig))
+    _, err = parent.communicate(timeout=90)
+    assert parent.returncode == rc, err
+    deadline = time.monotonic() + 15
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), f"the run {child} outlived `hipporag regress` ({sig})"
+    log = (out / "held" / "run.log").read_text()
+    assert "terminated (SIGTERM); the cache is kept and a rerun resumes" in log
+    if sig != "SIGKILL":
+        assert (
+            err.strip().splitlines()[-1] == f"error: interrupted; the run in flight was stopped, runs so far in {out}"
+        )

@@ -2,8 +2,9 @@
 
 Why: expected numbers that live in prose drift from the code without anyone noticing. Each file in
 `reproduce/regressions/` says what to run (`overrides` of `python run.py`: only the harness's own knobs and
-config groups, `run.override_rules`), which data it needs (paths in the data directory; missing data skips it),
-the numbers it must give (`expected`, written by `--record` from a measured run, never typed), how far they
+config groups, `run.override_rules`; never where a credential goes: an `api_key_env`, or a `base_url` that
+would receive an API key, comes from the user's `--set KEY=VALUE`), which data it needs (paths in the data
+directory; missing data skips it), the numbers it must give (`expected`, written by `--record` from a measured run, never typed), how far they
 may move (`tolerance`) and the run they were recorded from.
 
 The compared values are each method's recall@k, EM and F1 (when read), query count, fallbacks, ties at the
@@ -28,12 +29,19 @@ from pathlib import Path
 
 import yaml
 
+from hipporag.core import safe_yaml
 from hipporag.core.errors import UserError
 from hipporag.core.paths import REPO_ROOT
 from hipporag.data.sources import data_dir_choice
 from hipporag.recheck.rerun import Comparison, compare_values
 from hipporag.run.launch import launch_run
-from hipporag.run.override_rules import override_refusal
+from hipporag.run.override_rules import (
+    CREDENTIAL_WHY,
+    credential_refusal,
+    file_override_refusal,
+    override_refusal,
+    user_values,
+)
 from hipporag.run.tracking import flatten
 
 REGRESSIONS_DIR = REPO_ROOT / "reproduce" / "regressions"
@@ -44,6 +52,10 @@ CACHE_MODES = ("inputs", "cold", "warm")
 KEYS = ("description", "fast", "needs", "overrides", "tolerance", "expected", "recorded_from")
 COUNTS = ("n_queries", "fallbacks", "ties_at_linking_cut", "filter_errors", "reader_errors")
 ERROR_COUNTS = ("filter_errors", "reader_errors")
+CREDENTIAL_HINT = (
+    "a regression file never chooses where an API key goes: give it on the command line, "
+    "--set llm.base_url=http://HOST:PORT/v1 (and --set llm.api_key_env=VAR)"
+)
 
 
 class RegressionError(UserError):
@@ -67,17 +79,26 @@ class Regression:
     def missing_data(self, data_dir: Path) -> list[str]:
         return [n for n in self.needs if not (data_dir / n).is_file()]
 
-    def run_args(self, data_dir: Path, cache_dir: Path | None) -> list[str]:
+    def run_args(self, data_dir: Path, cache_dir: Path | None, given: list[str] = ()) -> list[str]:
+        """The file's overrides, the batch's cache, then the user's own (`--set`), which win."""
         args = [o.replace("{data_dir}", str(data_dir)) for o in self.overrides]
-        return args + ([f"cache_dir={cache_dir}"] if cache_dir else [])
+        return args + ([f"cache_dir={cache_dir}"] if cache_dir else []) + list(given)
+
+
+def run_env(data_dir: Path) -> dict:
+    """What a regression's run.py gets on top of this process's environment."""
+    return {"HIPPORAG_DATA_DIR": str(data_dir)}
+
+
+MAX_FILE_BYTES = 1 << 20  # a regression file is a few KB: a list of overrides and the expected values
 
 
 def load(path: Path) -> Regression:
     """One regression file, checked: every key known, every value of the right kind."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
+        raw = safe_yaml.load_file(path, MAX_FILE_BYTES)  # no alias bomb, no 50 MB file read whole
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise RegressionError(f"{path}: cannot read it as YAML ({' '.join(str(e).split())})") from None
     if not isinstance(raw, dict):
         raise RegressionError(f"{path}: expected a mapping of {', '.join(KEYS)}")
@@ -91,9 +112,11 @@ def load(path: Path) -> Regression:
         if not all(isinstance(x, str) and x for x in raw[key]):
             raise RegressionError(f"{path}: every entry of {key} must be a non-empty string")
     for override in raw["overrides"]:  # checked as it will run: {data_dir} stands for a path
-        why = override_refusal(override.replace("{data_dir}", "/data_dir"))
+        why = file_override_refusal(override.replace("{data_dir}", "/data_dir"))
         if why:
-            raise RegressionError(f"{path}: override {override!r} {why}")
+            raise RegressionError(
+                f"{path}: override {override!r} {why}", CREDENTIAL_HINT if why == CREDENTIAL_WHY else None
+            )
     tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or tolerance < 0:
         raise RegressionError(f"{path}: tolerance must be a number >= 0, got {tolerance!r}")
@@ -213,8 +236,9 @@ def rounded(values: dict) -> dict:
     }
 
 
-def recorded_from(metrics: dict, run_dir: Path, wall_s: float, cache_mode: str) -> dict:
-    """The measured run behind the expected values: where, when, which code, which machine."""
+def recorded_from(metrics: dict, run_dir: Path, wall_s: float, cache_mode: str, given: list[str] = ()) -> dict:
+    """The measured run behind the expected values: where, when, which code, which machine, and the keys the
+    user's `--set` gave (their values are not written: a URL may hold a password)."""
     prov = metrics.get("provenance") or {}
     git = (prov.get("code") or {}).get("git") or {}
     env = prov.get("environment") or {}
@@ -223,7 +247,7 @@ def recorded_from(metrics: dict, run_dir: Path, wall_s: float, cache_mode: str) 
         where = str(Path(run_dir).resolve().relative_to(REPO_ROOT))
     except ValueError:
         where = str(run_dir)
-    return {
+    origin = {
         "run": where,
         "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "commit": git.get("commit") or (prov.get("code") or {}).get("package_version"),
@@ -233,6 +257,9 @@ def recorded_from(metrics: dict, run_dir: Path, wall_s: float, cache_mode: str) 
         "wall_s": round(wall_s, 1),
         "cache": cache_mode,
     }
+    if given:
+        origin["set_on_command_line"] = sorted(user_values(given))
+    return origin
 
 
 def write_record(reg: Regression, values: dict, origin: dict) -> None:
@@ -271,15 +298,18 @@ class Outcome:
         return self.verdict in ("fail", "error", "not recorded")
 
 
-def run_one(reg: Regression, *, data_dir: Path, cache_dir: Path | None, out_root: Path, record: bool) -> Outcome:
-    """Run one regression; compare it with its expected values, or measure them (`record`)."""
+def run_one(
+    reg: Regression, *, data_dir: Path, cache_dir: Path | None, out_root: Path, record: bool, given: list[str] = ()
+) -> Outcome:
+    """Run one regression (with the user's own overrides `given`); compare it with its expected values, or
+    measure them (`record`)."""
     missing = reg.missing_data(data_dir)
     if missing:
         return Outcome(reg.name, "skipped", f"data missing: {missing[0]} in {data_dir}")
     if reg.expected is None and not record:
         return Outcome(reg.name, "not recorded", "no expected values yet: run it with --record")
     started = time.perf_counter()
-    job = launch_run(reg.run_args(data_dir, cache_dir), out_root / reg.name, env={"HIPPORAG_DATA_DIR": str(data_dir)})
+    job = launch_run(reg.run_args(data_dir, cache_dir, given), out_root / reg.name, env=run_env(data_dir))
     wall = time.perf_counter() - started
     if not job.finished:
         return Outcome(reg.name, "error", f"run.py exit {job.returncode}: {job.stderr_tail[-300:]}", wall)
@@ -377,15 +407,35 @@ def check_clean_tree(root: Path = REPO_ROOT) -> None:
         )
 
 
-def check_overrides(regressions: list[Regression], data_dir: Path) -> None:
-    """Compose each regression's config (nothing runs): a bad override is one line naming its file."""
+def check_given(given: list[str]) -> None:
+    """The user's `--set KEY=VALUE` overrides: the harness's knobs and groups, like a file's (credentials
+    included: these are the user's own)."""
+    for override in given:
+        why = override_refusal(override)
+        if why:
+            raise RegressionError(f"the command line: --set {override!r} {why}")
+
+
+def check_overrides(regressions: list[Regression], data_dir: Path, given: list[str] = ()) -> None:
+    """Compose each regression's config with the user's `--set` (nothing runs): a bad override, or a
+    credential the file would aim (`override_rules.credential_refusal`), is one line naming its file."""
+    import os
+
+    from omegaconf import OmegaConf
+
     from hipporag.run.settings import compose_each, load_settings
 
-    configs = compose_each(reg.run_args(data_dir, None) for reg in regressions)
+    environ, trusted = {**os.environ, **run_env(data_dir)}, user_values(given)
+    configs = compose_each(reg.run_args(data_dir, None, given) for reg in regressions)
     for reg in regressions:
         try:
-            load_settings(next(configs))
+            cfg = next(configs)
+            load_settings(cfg)
+            config = OmegaConf.to_container(cfg, resolve=True)
         except UserError as e:
             raise RegressionError(f"{reg.path}: {e}", hint=e.hint) from None
         except Exception as e:  # Hydra's own errors: an unknown group, key or value
             raise RegressionError(f"{reg.path}: the overrides do not compose: {' '.join(str(e).split())}") from None
+        found = credential_refusal(config, trusted, environ)
+        if found:
+            raise RegressionError(f"{reg.path}: key {found[0]} {found[1]}", hint=CREDENTIAL_HINT)

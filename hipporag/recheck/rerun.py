@@ -5,18 +5,22 @@ Why: a number that cannot be reproduced is an anecdote. A run folder holds the c
 (`python run.py --config-path RUN_DIR/.hydra --config-name config`) and comparing the two records shows
 whether the numbers still hold, and, when they do not, which provenance fields (code, packages, machine,
 models, inputs) changed in between. A run folder may come from someone else: its saved config and the extra
-overrides are checked first (`run.override_rules`: the harness's own knobs and groups, nothing of Hydra's).
+overrides are checked first (`run.override_rules`: the harness's own knobs and groups, nothing of Hydra's),
+and so is where its credentials would go: the saved `llm.base_url` of a run against a server receives no
+API key unless the user restates it (`hipporag rerun RUN_DIR -- llm.base_url=URL`), and an `api_key_env`
+other than conf/'s is used only when restated too (`override_rules.credential_refusal`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from hipporag.core.errors import UserError
 from hipporag.run.launch import launch_run
-from hipporag.run.override_rules import config_refusal, override_refusal
+from hipporag.run.override_rules import config_refusal, credential_refusal, override_refusal, user_values
 from hipporag.run.tracking import flatten
 
 # every per-method value is compared (recall@k, EM, F1, CIs, deltas, p-values, fallbacks, error counts)
@@ -89,8 +93,10 @@ def check_rerun(config: Path, extra: list[str] = ()) -> None:
     key or override that is not the harness's to set (a `hydra:` block, a `_target_`, `${oc.env:...}`)."""
     import yaml
 
+    from hipporag.core import safe_yaml
+
     try:
-        saved = yaml.safe_load(config.read_text())
+        saved = safe_yaml.load_file(config, 1 << 20)  # Hydra's own file is a few KB: no alias bomb, no huge file
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise RerunError(f"{config}: cannot read it as YAML ({' '.join(str(e).split())[:200]})") from None
     found = config_refusal(saved)
@@ -100,6 +106,31 @@ def check_rerun(config: Path, extra: list[str] = ()) -> None:
         why = override_refusal(override)
         if why:
             raise RerunError(f"the command line: override {override!r} {why}", hint=SAVED_CONFIG_HINT)
+    found = credential_refusal(composed(config, extra), user_values(extra), os.environ)
+    if found:
+        key = found[0]
+        hint = f"a saved config never chooses where an API key goes: restate it, rerun RUN_DIR -- {key}=VALUE"
+        raise RerunError(f"{config}: key {key} {found[1]}", hint=hint)
+
+
+def composed(config: Path, extra: list[str]) -> dict:
+    """The config the rerun would run (the saved one and the extra overrides, as Hydra composes them), as
+    plain data: resolved where it can be, else as written (an interpolation then counts as the file's value)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from hipporag.core.resolvers import register
+
+    register()
+    try:
+        with initialize_config_dir(config_dir=str(config.parent), version_base=None):
+            cfg = compose(config.stem, overrides=list(extra))
+    except Exception as e:  # Hydra's own errors: an override of a key the saved config does not have
+        raise RerunError(f"{config}: the overrides do not compose with it: {' '.join(str(e).split())}") from None
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except Exception:  # a missing key behind an interpolation: the run would fail on it too
+        return OmegaConf.to_container(cfg, resolve=False)
 
 
 SAVED_CONFIG_HINT = "a rerun runs the harness's knobs and config groups only; python run.py runs anything else"

@@ -13,6 +13,13 @@ said "pass"), and it resolves `${oc.env:...}` (an API key copied into metrics.js
 Refused: `hydra.` / `hydra/` keys, `_target_` anywhere in a key, `~` and `++`, `+key=`, `key@package`, flags
 (`--config-dir`), sweeps, a saved config's `defaults` list, and every other resolver (`${oc.env:...}`,
 `${oc.decode:...}`, `${now:...}`).
+
+Credentials are aimed by the user alone: a part sends the value of the environment variable its `api_key_env`
+names as a bearer token to its `base_url` (core.api_keys, llm.openai_chat, index.embed). A file naming
+`llm.api_key_env=AWS_SECRET_ACCESS_KEY` and its own `llm.base_url` would get that secret. So a file never sets
+an `api_key_env` (`file_override_refusal`), and in the config a run would compose (`credential_refusal`)
+every `api_key_env` is conf/'s own value or the user's, and a `base_url` that would receive a set variable's
+value is the user's: given on the command line, never taken from the file.
 """
 
 from __future__ import annotations
@@ -208,3 +215,102 @@ def config_refusal(config) -> tuple[str, str] | None:
         if found:
             return found
     return None
+
+
+CREDENTIAL_KEY = "api_key_env"  # names the environment variable whose value a part sends as its API key
+ENDPOINT_KEY = "base_url"  # where that part sends it
+CREDENTIAL_WHY = "chooses the environment variable sent as an API key: only your command line may choose it"
+
+
+def file_override_refusal(override: str) -> str | None:
+    """`override_refusal` for an override a file holds (a regression's): it may not name an `api_key_env`
+    either, in any group."""
+    why = override_refusal(override)
+    if why:
+        return why
+    key = override.partition("=")[0].lstrip("+")  # parsed above: a plain key, at most one `+`
+    return CREDENTIAL_WHY if key.rsplit(".", 1)[-1] == CREDENTIAL_KEY else None
+
+
+def user_values(overrides) -> dict[str, object]:
+    """{key: value} of the user's own command-line overrides (checked by `override_refusal` first)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    return {o.key_or_group: o.value() for o in map(parser.parse_override, overrides)}
+
+
+def credential_refusal(config, given: Mapping, environ: Mapping) -> tuple[str, str] | None:
+    """(key, why) for the first credential the composed `config` (plain data, resolved) would aim where the
+    user did not: an `api_key_env` that is neither conf/'s value nor the user's (`given`, {key: value}), or a
+    `base_url` that is not the user's while the variable its part names is set in `environ`; likewise a
+    model repository's own code run (`trust_remote_code: true`) for a model that neither conf/ pairs with it
+    nor the user chose. None when safe."""
+    for path, node in _mappings(config, ""):
+        found = _remote_code_refusal(path, node, given)
+        if found:
+            return found
+        env_name = node.get(CREDENTIAL_KEY)
+        if CREDENTIAL_KEY in node:
+            key = f"{path}.{CREDENTIAL_KEY}" if path else CREDENTIAL_KEY
+            if not _given(key, env_name, given) and env_name not in _shipped_values(key):
+                return key, f"({env_name}) {CREDENTIAL_WHY}"
+        url = node.get(ENDPOINT_KEY)
+        if url is not None and isinstance(env_name, str) and environ.get(env_name):
+            key = f"{path}.{ENDPOINT_KEY}" if path else ENDPOINT_KEY
+            if not _given(key, url, given):
+                return key, (
+                    f"would receive the API key in ${env_name} at a URL the file chose: "
+                    "only your command line may aim a credential"
+                )
+    return None
+
+
+def _given(key: str, value, given: Mapping) -> bool:
+    """Whether the user's command line set `key` to `value` (what the run will use)."""
+    return key in given and str(given[key]) == str(value)
+
+
+def _mappings(node, path: str):
+    """(path, mapping) for every mapping in nested data, the top one included (lists by index)."""
+    if isinstance(node, Mapping):
+        yield path, node
+        items = node.items()
+    elif isinstance(node, list):
+        items = enumerate(node)
+    else:
+        return
+    for k, v in items:
+        yield from _mappings(v, f"{path}.{k}" if path else str(k))
+
+
+REMOTE_CODE_KEY = "trust_remote_code"  # loads and runs the model repository's own Python code
+
+
+def _remote_code_refusal(path: str, node: Mapping, given: Mapping) -> tuple[str, str] | None:
+    """A part that would run its model repository's code for a model the file chose: refused unless conf/
+    ships that model with `trust_remote_code` (NV-Embed-v2, GritLM) or the user named the model or allowed it."""
+    if node.get(REMOTE_CODE_KEY) is not True:
+        return None
+    key = f"{path}.{REMOTE_CODE_KEY}" if path else REMOTE_CODE_KEY
+    model, local = node.get("model"), node.get("path")
+    chosen = _given(key, True, given) or any(k in given for k in (f"{path}.model", f"{path}.path"))
+    if chosen or (model, local) in _shipped_remote_code(path.partition(".")[0]):
+        return None
+    return key, (
+        f"would run the code of {local or model} (trust_remote_code) for a model the file chose: "
+        "only your command line may allow that"
+    )
+
+
+@functools.cache
+def _shipped_remote_code(group: str) -> frozenset[tuple]:
+    """The (model, path) pairs conf/<group>/ ships with `trust_remote_code: true`."""
+    import yaml
+
+    pairs = set()
+    for path in (CONF_DIR / group).glob("*.yaml") if group else ():
+        doc = yaml.safe_load(path.read_text()) or {}
+        if isinstance(doc, dict) and doc.get(REMOTE_CODE_KEY) is True:
+            pairs.add((doc.get("model"), doc.get("path")))
+    return frozenset(pairs)
