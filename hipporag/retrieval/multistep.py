@@ -13,7 +13,8 @@ order in which the passages entered). The two differ in the scores they merge:
   min-max normalised dense scores for a query that falls back to dense, two scales in one merge).
 
 The merged passages come first; every other passage follows in step 1's order with its step-1 score under
-the same rule, so a `Ranking` still orders the whole corpus.
+the same rule, held at or below the last merged score, so a `Ranking` still orders the whole corpus and its
+scores never rise along it.
 """
 
 from __future__ import annotations
