@@ -128,9 +128,11 @@ def check_output_folder(cfg, knob: str) -> None:
 
 def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | None:
     """Check the settings, run the experiment, and turn user errors and Ctrl-C into clean exits."""
+    from hipporag.cache.storage_errors import guard_log_files
     from hipporag.core.redact import protect_run
 
     protect_run(cfg, run_dir)  # before anything is logged: secrets masked in run.log and Hydra's .hydra files
+    guard_log_files()  # run.log on a full disk: one warning line, not a traceback per record
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     try:
         from hipporag.run.settings import load_settings

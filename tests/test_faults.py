@@ -868,3 +868,80 @@ def test_each_bad_server_answer_fails_its_request_and_nothing_made_from_it_is_ca
     cache = tmp_path / "cache"
     assert not list(cache.glob("graph/*")) and not list(cache.glob("rankings/*.npz"))
     assert _stored_llm_answers(cache) == 0
+
+
+# ------------------------------------------- issue 31 item 5: a full disk under the run folder names the run folder
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 40 KiB file system (tmpfs): Hydra's files and run.log fit at the start, the run's files do not
+    (per_query.parquet alone is about 48 KiB)."""
+    where = tmp_path / "small"
+    where.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=40k", "tmpfs", str(where)):
+        pytest.skip("mounting a tmpfs needs root")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_disk_under_the_run_folder_names_the_run_folder_and_keeps_the_cache(tmp_path, small_disk):
+    cache = tmp_path / "cache"
+    proc = run(small_disk, cache, "run", expect_rc=2)
+    last = proc.stderr.rstrip().splitlines()[-1]
+    assert last.startswith(f"error: no space left on the device: {small_disk / 'run'}/"), last
+    assert str(cache) not in last and "Traceback" not in proc.stdout + proc.stderr
+    assert not (small_disk / "run" / "metrics.json").exists()  # never a run folder that says ok beside nothing
+    assert not list((small_disk / "run").glob(".*.tmp"))  # no half-written file left behind
+    # everything computed before the run files is in the cache: the rerun elsewhere computes nothing again
+    again = run(tmp_path, cache, "again")
+    for method in ("hipporag2", "dense"):
+        assert f"Rankings ({method}): loaded from cache" in again.stdout
+    assert metrics(tmp_path / "again")["status"] == "ok"
+
+
+def test_a_full_disk_under_run_log_is_one_warning_and_the_log_stops(tmp_path, capfd):
+    """run.log on a full disk: one warning naming it, never logging's traceback per record."""
+    import contextlib
+    import logging
+
+    from hipporag.cache.storage_errors import guard_log_files
+
+    where = tmp_path / "full"
+    where.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=4k", "tmpfs", str(where)):
+        pytest.skip("mounting a tmpfs needs root")
+    logger = logging.getLogger("test_full_run_log")
+    logger.propagate = False
+    handler = logging.FileHandler(where / "run.log")
+    logger.addHandler(handler)
+    try:
+        (where / "ballast").write_bytes(b"x" * 4096)  # the disk's one page
+        guard_log_files(logger)
+        for i in range(3):
+            logger.warning("record %d", i)
+        err = capfd.readouterr().err
+    finally:
+        logger.removeHandler(handler)
+        with contextlib.suppress(OSError):
+            handler.close()  # it flushes into the full disk once more
+        subprocess.run(["umount", "-l", str(where)], check=False)
+    assert err.splitlines() == [f"warning: no space left on the device: {where / 'run.log'} (the log file stops here)"]
+
+
+def test_a_copy_onto_a_full_disk_names_the_file_written_not_the_source(tmp_path):
+    """W&B moves its media files into the run folder: the error names where the space ran out."""
+    from hipporag.cache.storage_errors import storage_error
+
+    where = tmp_path / "full"
+    where.mkdir()
+    if not _mount("-t", "tmpfs", "-o", "size=4k", "tmpfs", str(where)):
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        source = tmp_path / "table.json"
+        source.write_bytes(b"x" * 16384)
+        with pytest.raises(OSError) as raised:
+            shutil.copyfile(source, where / "table.json")
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+    assert (
+        str(storage_error(raised.value, tmp_path / "cache")) == f"no space left on the device: {where / 'table.json'}"
+    )

@@ -9,7 +9,9 @@ Everything committed before the failure stays in the cache, so the rerun after t
 from __future__ import annotations
 
 import errno
+import logging
 import sqlite3
+import sys
 from pathlib import Path
 
 from hipporag.core.errors import UserError
@@ -38,9 +40,13 @@ _SQLITE_WORDS = {
 
 
 def storage_error(e: BaseException, cache_dir: Path | str | None) -> StorageError | None:
-    """The one-line error for a storage failure, or None when `e` is something else."""
+    """The one-line error for a storage failure, or None when `e` is something else. An OSError names its file
+    when it has one; one without (a write on an open file) is the cache's: the run folder's writers name theirs
+    (`run.tracking.write_run_files`)."""
     if isinstance(e, OSError) and e.errno in _OS_WORDS:
-        where = e.filename or cache_dir
+        # a copy or a move names both files: the one written is the second (the full disk, the read-only one)
+        written = e.filename2 if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) else None
+        where = written or e.filename or cache_dir
         return StorageError(f"{_OS_WORDS[e.errno]}: {where}")
     if isinstance(e, sqlite3.Error):
         text = str(e).lower()
@@ -48,3 +54,31 @@ def storage_error(e: BaseException, cache_dir: Path | str | None) -> StorageErro
             if needle in text:
                 return StorageError(f"{words}, in the cache {cache_dir}")
     return None
+
+
+def guard_log_files(logger: logging.Logger | None = None, warn: bool = True) -> None:
+    """A log file on a full disk: logging would print a traceback for every record from then on. Instead the file
+    stops there, with one warning line naming it (`warn`); the run goes on (what it computes is cached), and the
+    run folder's next write fails in one line naming its file. The root logger's files (run.log) by default."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handleError = _log_file_failed(handler, warn)
+
+
+def _log_file_failed(handler: logging.FileHandler, warn: bool):
+    failed = False
+
+    def handle_error(record: logging.LogRecord) -> None:
+        nonlocal failed
+        e = sys.exc_info()[1]
+        if not isinstance(e, OSError) or e.errno not in _OS_WORDS:
+            return logging.FileHandler.handleError(handler, record)  # a bug: logging's own report
+        if not failed:
+            failed = True
+            handler.setLevel(logging.CRITICAL + 1)  # no more records reach it
+            if warn:
+                print(
+                    f"warning: {_OS_WORDS[e.errno]}: {handler.baseFilename} (the log file stops here)", file=sys.stderr
+                )
+
+    return handle_error

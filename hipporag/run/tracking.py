@@ -1,7 +1,9 @@
 """Where a run's numbers go: files in the run directory, and Weights & Biases.
 
 W&B is on by default. With no credentials (no WANDB_API_KEY, no netrc entry) it runs offline and
-says so in one line; `tracker=none` turns it off. Secrets never reach the run files or the logged config:
+says so in one line; `tracker=none` turns it off. A server out of reach (`tracker.init_timeout`), a failed log or
+an upload not done within `tracker.finish_timeout` never fails the run: it is kept offline, one warning line gives
+the `wandb sync` command, and the exit code is the run's own. Secrets never reach the run files or the logged config:
 keys whose name looks like a credential are dropped, and every secret value is masked (`core.redact`).
 """
 
@@ -12,16 +14,19 @@ import json
 import logging
 import netrc
 import os
+import secrets
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from hipporag.cache.files import atomic_write_bytes, atomic_write_text
-from hipporag.core.redact import redact_obj, redact_yaml, redacted_argv
+from hipporag.cache.files import atomic_write_bytes
+from hipporag.cache.storage_errors import guard_log_files
+from hipporag.core.redact import redact, redact_obj, redact_yaml, redacted_argv
 from hipporag.core.registry import Configured, Registry, option
-from hipporag.core.rules import choice, is_number, text
+from hipporag.core.rules import choice, is_number, number, text
 from hipporag.eval.paired import pair_records
 
 log = logging.getLogger(__name__)
@@ -60,15 +65,26 @@ def write_run_files(run_dir: Path, metrics: dict, records: list[dict], resolved_
     (a failure while writing per_query.parquet leaves no metrics.json at all, never an "ok" beside nothing).
     Every file is written redacted (`core.redact`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "resolved_config.yaml", redact_yaml(resolved_config))
+    _write_run_file(run_dir / "resolved_config.yaml", redact_yaml(resolved_config).encode("utf-8"))
     frame = redacted_frame(records)
     for col in ("seeds", "facts", "candidate_facts"):
         if col in frame:
             frame[col] = frame[col].map(json.dumps)
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
-    atomic_write_bytes(run_dir / "per_query.parquet", buffer.getvalue())
-    atomic_write_text(run_dir / "metrics.json", json.dumps(redact_obj(metrics), indent=2, default=float))
+    _write_run_file(run_dir / "per_query.parquet", buffer.getvalue())
+    _write_run_file(run_dir / "metrics.json", json.dumps(redact_obj(metrics), indent=2, default=float).encode())
+
+
+def _write_run_file(path: Path, data: bytes) -> None:
+    """An atomic write whose failure names the file: a write or close on a full disk raises an OSError without a
+    filename, which the error line would otherwise blame on the cache (`cache.storage_errors`)."""
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as e:
+        if e.filename is not None:
+            raise
+        raise OSError(e.errno, e.strerror, str(path)) from e
 
 
 def uniform_keys(metrics: dict) -> dict:
@@ -110,14 +126,40 @@ def has_wandb_credentials() -> bool:
 TRACKERS = Registry("tracker", group="tracker", selector="name")
 
 
+OFFLINE_MODES = ("offline", "dryrun", "disabled")
+
+
+def _first_line(error: BaseException) -> str:
+    """W&B's message without its advice lines (they name settings the harness sets in conf/tracker)."""
+    lines = str(error).strip().splitlines()
+    return " ".join(lines[0].split()) if lines else type(error).__name__
+
+
+def _warn(message: str) -> None:
+    """One line on stderr, and in run.log (its file handler only: the console has the line already)."""
+    message = redact(message)
+    print(message, file=sys.stderr, flush=True)
+    record = logging.LogRecord(__name__, logging.WARNING, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
 @dataclass(frozen=True)
 class WandbOptions:
     project: str = option(text())
     entity: str | None = option(text(optional=True))
     mode: str = option(choice("auto", "online", "offline", "disabled"))  # auto: offline without credentials
+    init_timeout: float = option(number(lo=1))  # seconds to start the online run; then the run goes offline
+    finish_timeout: float = option(number(lo=0))  # seconds for the last upload (0: no bound); then offline
 
 
 class WandbTracker:
+    """One W&B run. Trouble with the server never costs the run: when `wandb.init` cannot start the online run
+    within `init_timeout`, or logging fails, or the last upload is not done within `finish_timeout`, the run is
+    written again offline under the same id (so that `wandb sync` completes that run rather than adding a
+    second one) and one line on stderr names the failure and the `wandb sync` command."""
+
     def __init__(
         self,
         options: WandbOptions,
@@ -127,8 +169,6 @@ class WandbTracker:
         job_type: str,
         name: str | None = None,
     ):
-        import wandb
-
         mode = os.environ.get("WANDB_MODE") or options.mode
         if mode == "auto":
             mode = "online" if has_wandb_credentials() else "offline"
@@ -138,64 +178,154 @@ class WandbTracker:
                     run_dir / "wandb",
                     "(`wandb sync` uploads it later; tracker=none turns W&B off)",
                 )
-        with redacted_argv():  # W&B records the command line in its run metadata
-            self.run = wandb.init(
-                project=options.project,
-                entity=options.entity,
-                group=group,
-                job_type=job_type,
-                name=name,
-                dir=str(run_dir),
-                mode=mode,
-                config=scrub_secrets(flatten(redact_obj(config))),
-                reinit="finish_previous",
-            )
+        # W&B's own error reports go to the same server: unreachable, they hold the exit up to 10 s more and
+        # print export errors. The harness reports W&B's failures itself; WANDB_ERROR_REPORTING=true restores them.
+        os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
+        self.run_dir = run_dir
+        self.init_args = {
+            "project": options.project,
+            "entity": options.entity,
+            "group": group,
+            "job_type": job_type,
+            "name": name,
+            "dir": str(run_dir),
+            "config": scrub_secrets(flatten(redact_obj(config))),
+            "reinit": "finish_previous",
+            "id": secrets.token_hex(4),  # chosen here, so that an offline copy is the same run
+        }
+        self.timeouts = {"init_timeout": options.init_timeout, "finish_timeout": options.finish_timeout}
+        self.online = mode not in OFFLINE_MODES
+        self.results: tuple[dict, dict[str, pd.DataFrame]] | None = None  # what was logged: for an offline copy
+        self.fell_back: str | None = None  # what failed, once the run went offline
+        try:
+            self.run = self._init(mode)
+        except Exception as e:  # whatever W&B raises: a run that fails offline too raises there
+            if not self.online:
+                raise
+            self._go_offline(f"could not start the online run ({_first_line(e)})")
+            self._drop_failed_start()
 
-    def log_results(self, metrics: dict, records: list[dict]) -> None:
+    def _init(self, mode: str):
+        """`wandb.init` with the tracker's bounds; quiet where the harness says what matters itself."""
         import wandb
 
-        summary = {}
-        for method, values in metrics["methods"].items():
-            flat = flatten(
-                {
-                    k: ({"lo": v[0], "hi": v[1]} if isinstance(v, list) and len(v) == 2 else v)
-                    for k, v in (values.get("ci") or {}).items()
-                },
-                "ci/",
-            )
-            flat.update(flatten(values.get("vs_baseline") or {}, "vs_baseline/"))
-            flat.update(flatten(values.get("ircot") or {}, "ircot/"))  # chains: recall after each step, endings
-            flat.update({k: v for k, v in values.items() if k not in ("ci", "vs_baseline", "ircot")})
-            for k, v in flat.items():
-                if is_number(v):
-                    summary[f"{method}/{k.replace('.', '/')}"] = v
-        summary.update(uniform_keys(metrics))
-        summary["status"] = metrics.get("status", "ok")
-        summary.update({f"timing/{k}": v for k, v in metrics.get("timings", {}).items()})
-        for stage, usage in metrics.get("llm_usage", {}).items():
-            summary.update({f"llm/{stage}/{k}": v for k, v in usage.items()})
-        cost = (metrics.get("index") or {}).get("cost") or {}
-        summary.update({f"index/cost/{k.replace('.', '/')}": v for k, v in flatten(cost).items() if is_number(v)})
-        summary["index/built"] = cost.get("built", "")
-        self.run.summary.update(summary)
-        frame = redacted_frame(records)
-        keep = [
-            c
-            for c in frame.columns
-            if c
-            in ("method", "query_id", "question", "answer", "em", "f1", "fallback", "ircot_end", "ircot_retrievals")
-            or c.startswith("recall@")
-        ]
-        pairs = pair_records(frame, metrics["method"], metrics.get("baseline"))
-        self.run.log(
-            {
-                "per_query": wandb.Table(dataframe=frame[keep].astype({"question": str, "answer": str})),
-                "per_query_vs_baseline": wandb.Table(dataframe=pairs.astype({"question": str})),
-            }
+        settings = wandb.Settings(
+            **self.timeouts,
+            finish_timeout_raises=True,
+            # online: no "logged in as" line (it asks the server whose key it is: 5 s, twice, without one);
+            # offline after a failure: no sync advice, the harness's line has it
+            quiet=mode not in OFFLINE_MODES or self.fell_back is not None,
         )
+        with redacted_argv():  # W&B records the command line in its run metadata
+            run = wandb.init(mode=mode, settings=settings, **self.init_args)
+        guard_log_files(logging.getLogger("wandb"), warn=False)  # its debug.log in the run folder, on a full disk
+        return run
+
+    def _drop_failed_start(self) -> None:
+        """The records of the online start that failed: `wandb sync --sync-all` would upload them as a run with a
+        config and nothing else. Its logs stay, for the why."""
+        run_id = self.init_args["id"]
+        for path in (self.run_dir / "wandb").glob(f"run-*-{run_id}/run-{run_id}.wandb"):
+            path.unlink(missing_ok=True)
+
+    def _go_offline(self, failure: str) -> None:
+        """The same run again, offline, with what was logged so far. W&B's service process is stopped first:
+        it keeps the failed run's id in use."""
+        import wandb
+
+        self.online = False
+        self.fell_back = failure
+        try:
+            wandb.teardown()
+        except Exception:  # a service that died already
+            pass
+        self.run = self._init("offline")
+        if self.results is not None:
+            self._send(*self.results)
+
+    def log_results(self, metrics: dict, records: list[dict]) -> None:
+        """The summary and the per-query tables, kept as well as sent: an offline copy made later gets them too."""
+        self.results = (wandb_summary(metrics), per_query_tables(metrics, records))
+        try:
+            self._send(*self.results)
+        except Exception as e:  # from W&B: what the harness computes is computed above
+            if not self.online:
+                raise
+            try:
+                self.run.finish()  # bounded by finish_timeout; the offline copy replaces it
+            except Exception:
+                pass
+            self._go_offline(f"could not log the run ({_first_line(e)})")
 
     def finish(self) -> None:
-        self.run.finish()
+        """Finish the run (offline after an online failure), then say where the offline copy is."""
+        try:
+            self.run.finish()
+        except Exception as e:  # finish_timeout passed (TimeoutError), or the service died
+            if not self.online:
+                raise
+            timeout = f"not done within tracker.finish_timeout={self.timeouts['finish_timeout']:g} s"
+            self._go_offline(
+                f"could not finish uploading the run ({timeout if isinstance(e, TimeoutError) else _first_line(e)})"
+            )
+            self.run.finish()
+        if self.fell_back:
+            sync_dir = self.run.settings.sync_dir
+            _warn(
+                f"warning: W&B {self.fell_back}; the run is kept offline, upload it later with: wandb sync {sync_dir}"
+            )
+
+    def _send(self, summary: dict, tables: dict[str, pd.DataFrame]) -> None:
+        """Into the current run; each run gets tables of its own (a logged table belongs to its run)."""
+        import wandb
+
+        self.run.summary.update(summary)
+        self.run.log({name: wandb.Table(dataframe=frame) for name, frame in tables.items()})
+
+
+def wandb_summary(metrics: dict) -> dict:
+    """Every number of the run as a W&B summary key: per method (CIs, the paired test, IRCoT chains), the uniform
+    keys, status, timings, LLM usage, index cost."""
+    summary = {}
+    for method, values in metrics["methods"].items():
+        flat = flatten(
+            {
+                k: ({"lo": v[0], "hi": v[1]} if isinstance(v, list) and len(v) == 2 else v)
+                for k, v in (values.get("ci") or {}).items()
+            },
+            "ci/",
+        )
+        flat.update(flatten(values.get("vs_baseline") or {}, "vs_baseline/"))
+        flat.update(flatten(values.get("ircot") or {}, "ircot/"))  # chains: recall after each step, endings
+        flat.update({k: v for k, v in values.items() if k not in ("ci", "vs_baseline", "ircot")})
+        for k, v in flat.items():
+            if is_number(v):
+                summary[f"{method}/{k.replace('.', '/')}"] = v
+    summary.update(uniform_keys(metrics))
+    summary["status"] = metrics.get("status", "ok")
+    summary.update({f"timing/{k}": v for k, v in metrics.get("timings", {}).items()})
+    for stage, usage in metrics.get("llm_usage", {}).items():
+        summary.update({f"llm/{stage}/{k}": v for k, v in usage.items()})
+    cost = (metrics.get("index") or {}).get("cost") or {}
+    summary.update({f"index/cost/{k.replace('.', '/')}": v for k, v in flatten(cost).items() if is_number(v)})
+    summary["index/built"] = cost.get("built", "")
+    return summary
+
+
+def per_query_tables(metrics: dict, records: list[dict]) -> dict[str, pd.DataFrame]:
+    """The per-query table (redacted) and each query beside its baseline, as frames W&B tables take."""
+    frame = redacted_frame(records)
+    keep = [
+        c
+        for c in frame.columns
+        if c in ("method", "query_id", "question", "answer", "em", "f1", "fallback", "ircot_end", "ircot_retrievals")
+        or c.startswith("recall@")
+    ]
+    pairs = pair_records(frame, metrics["method"], metrics.get("baseline"))
+    return {
+        "per_query": frame[keep].astype({"question": str, "answer": str}),
+        "per_query_vs_baseline": pairs.astype({"question": str}),
+    }
 
 
 def make_tracker(tracker: Configured | Mapping, run_dir: Path, config: dict, group: str | None, job_type: str):
