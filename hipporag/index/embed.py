@@ -208,15 +208,21 @@ class OpenAIEmbedder:
     def encode(self, texts: list[str], prefix: str = "", progress: bool = False) -> np.ndarray:
         import openai
 
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)  # as EmbeddingCache gives for no texts
         vecs = []
         for start in range(0, len(texts), self.batch_size):
             try:
                 response = self.client.embeddings.create(
                     model=self.model_name, input=[prefix + t for t in texts[start : start + self.batch_size]]
                 )
-            except (openai.APIConnectionError, openai.AuthenticationError, openai.PermissionDeniedError) as e:
+            except (openai.APIConnectionError, openai.APIStatusError) as e:
+                # unreachable, refused credentials, or an error status after the client's retries (5xx, 429, an
+                # input over the model's limit): the run cannot have its vectors, so it stops in one line
                 where = f"embedder {self.model_name!r} at {self.base_url or 'the OpenAI API'}"
-                raise EndpointUnreachableError(f"{where}: {type(e).__name__}: {e}") from e
+                status = f"HTTP {e.status_code} " if isinstance(e, openai.APIStatusError) else ""
+                first = (str(e).strip().splitlines() or [""])[0][:200]
+                raise EndpointUnreachableError(f"{where}: {status}{type(e).__name__}: {first}") from e
             vecs.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         out = np.asarray(vecs, dtype=np.float32)
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
