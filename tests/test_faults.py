@@ -647,15 +647,19 @@ def _mount(*args: str) -> bool:
     return subprocess.run(["mount", *args], capture_output=True).returncode == 0
 
 
-@pytest.fixture
-def tiny_disk(tmp_path):
-    """A 200 KiB file system (tmpfs): the demo's cache does not fit on it."""
-    where = tmp_path / "tiny"
+def _small_tmpfs(where, size: str):
+    """A tmpfs of `size` mounted at `where` (skipped without root); unmounted after the test."""
     where.mkdir()
-    if not _mount("-t", "tmpfs", "-o", "size=200k", "tmpfs", str(where)):
+    if not _mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)):
         pytest.skip("mounting a tmpfs needs root")
     yield where
     subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 200 KiB file system (tmpfs): the demo's cache does not fit on it."""
+    yield from _small_tmpfs(tmp_path / "tiny", "200k")
 
 
 @pytest.fixture
@@ -875,12 +879,7 @@ def test_each_bad_server_answer_fails_its_request_and_nothing_made_from_it_is_ca
 def small_disk(tmp_path):
     """A 40 KiB file system (tmpfs): Hydra's files and run.log fit at the start, the run's files do not
     (per_query.parquet alone is about 48 KiB)."""
-    where = tmp_path / "small"
-    where.mkdir()
-    if not _mount("-t", "tmpfs", "-o", "size=40k", "tmpfs", str(where)):
-        pytest.skip("mounting a tmpfs needs root")
-    yield where
-    subprocess.run(["umount", "-l", str(where)], check=False)
+    yield from _small_tmpfs(tmp_path / "small", "40k")
 
 
 def test_a_full_disk_under_the_run_folder_names_the_run_folder_and_keeps_the_cache(tmp_path, small_disk):
