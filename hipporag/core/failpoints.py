@@ -6,7 +6,7 @@ time as precisely. With `HIPPORAG_FAILPOINT_AFTER=FILE` the process first waits 
 FILE to exist, so that a test can line up another process before the kill. `HIPPORAG_FAILPOINT_SIGNAL=USR2`
 sends that signal instead of SIGKILL (submitit's "time is up, requeue me"; TERM: Slurm's preemption), and
 `HIPPORAG_FAILPOINT_ONCE=FILE` fires only while FILE does not exist, creating it first: a requeued job that
-reaches the point again runs on. Unset (always, outside tests/test_faults.py) a failpoint is one dictionary
+reaches the point again runs on. Unset (always, outside the tests) a failpoint is one dictionary
 lookup.
 Points: openie.committed, embed.committed, graph.written, rankings.saved, job.start, and llm.committed
 (counted per LLM answer committed by the concurrent path: `llm.committed:100` kills after the 100th).
