@@ -133,6 +133,9 @@ def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | 
 
     protect_run(cfg, run_dir)  # before anything is logged: secrets masked in run.log and Hydra's .hydra files
     guard_log_files()  # run.log on a full disk: one warning line, not a traceback per record
+    from hipporag.run.tracking import detach_inherited_wandb_service
+
+    detach_inherited_wandb_service()  # this run's W&B service is its own (see there)
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     try:
         from hipporag.run.settings import load_settings

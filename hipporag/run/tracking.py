@@ -145,6 +145,17 @@ def _warn(message: str) -> None:
             handler.handle(record)
 
 
+WANDB_SERVICE_ENV = "WANDB_SERVICE"  # wandb.env.SERVICE: the token of a W&B service process to attach to
+
+
+def detach_inherited_wandb_service() -> None:
+    """A run's process starts a W&B service of its own. One inherited from the parent (its token in
+    WANDB_SERVICE: a test runner, a notebook or a launcher that used W&B itself) outlives the run and keeps its
+    run ids, so the offline copy of a run whose online start failed could not take its id ("run ID ... is in
+    use") and the run would end in a traceback. Called once, at the start of `python run.py`'s run."""
+    os.environ.pop(WANDB_SERVICE_ENV, None)
+
+
 @dataclass(frozen=True)
 class WandbOptions:
     project: str = option(text())
