@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from hipporag.core import safe_yaml
 from hipporag.core.errors import EXIT_USER_ERROR, SettingError, UserError
 from hipporag.core.paths import CONF_DIR, group_config
 from hipporag.paper.numbers import (
@@ -126,7 +127,7 @@ def _yaml(path: Path) -> dict:
     if not path.is_file():
         raise ReproduceError(f"{path}: missing (every job folder of a sweep has one)")
     try:
-        doc = yaml.safe_load(path.read_text()) or {}
+        doc = safe_yaml.load_file(path, 1 << 20) or {}  # a job folder's file: no alias bomb, no huge file
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise ReproduceError(f"{path}: not readable YAML ({' '.join(str(e).split())[:160]})") from None
     if not isinstance(doc, dict):
