@@ -12,6 +12,14 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15): what Slurm sends on preemption and at the time limit
 
 
+def first_line(error: BaseException, limit: int | None = None) -> str:
+    """An exception's message as one line for a user's error line: its first line (libraries add advice and
+    tracebacks below it), spaces folded, cut at `limit`; the exception's type name when it says nothing."""
+    lines = str(error).strip().splitlines()
+    text = " ".join(lines[0].split()) if lines else type(error).__name__
+    return text[:limit] if limit else text
+
+
 class UserError(Exception):
     """A problem in what the user gave us; `hint` says how to fix it."""
 

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hipporag.core.errors import MissingDependencyError
+from hipporag.core.errors import MissingDependencyError, first_line
 
 HUB_TIMEOUT_S = 10.0  # a reachable hub answers a model's metadata in well under this
-
-
-def _first_line(error: BaseException) -> str:
-    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
 
 
 def looks_local(source: str) -> bool:
@@ -47,6 +43,6 @@ def check_weights(source: str, what: str, revision: str | None = None) -> None:
         HfApi().model_info(source, revision=revision, timeout=HUB_TIMEOUT_S)
     except Exception as e:  # noqa: BLE001 - unreachable, unknown, gated: all end in one line
         raise MissingDependencyError(
-            f"{what} {source} is not in the local Hugging Face cache and the hub did not supply it ({_first_line(e)})",
+            f"{what} {source} is not in the local Hugging Face cache and the hub did not supply it ({type(e).__name__}: {first_line(e, 200)})",
             hint="check the model id and the network, or give a local folder (path=...)",
         ) from e

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hipporag.core.errors import DatasetError
+from hipporag.core.errors import DatasetError, first_line
 
 HIPPORAG2_REPO = "osunlp/HippoRAG_2"
 
@@ -34,7 +34,6 @@ def download_hipporag2_dataset(repo_id: str, name: str, revision: str | None = N
                 Path(hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset", revision=revision))
             )
         except Exception as e:  # offline, unknown file, no network: all end here with one clear message
-            first_line = (str(e).strip().splitlines() or [""])[0]
             offline = (
                 "HF_HUB_OFFLINE is set, so only the local HF cache was searched: unset it on a machine "
                 "with network access. "
@@ -43,7 +42,7 @@ def download_hipporag2_dataset(repo_id: str, name: str, revision: str | None = N
             )
             raise DatasetError(
                 f"could not fetch {filename} from the Hugging Face dataset {repo_id} (revision "
-                f"{revision or 'main'}; {type(e).__name__}: {first_line}). {offline}"
+                f"{revision or 'main'}; {type(e).__name__}: {first_line(e)}). {offline}"
                 "This needs network access to the hub (or a warm HF cache). Offline, download the two files "
                 "elsewhere and run with dataset=files dataset.questions=... dataset.corpus=..., or put them in "
                 "your data directory (HIPPORAG_DATA_DIR)."

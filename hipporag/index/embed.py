@@ -23,7 +23,7 @@ from hipporag.cache.store import KeyValueStore
 from hipporag.core import failpoints
 from hipporag.core.api_keys import api_key_from_env
 from hipporag.core.device import pick_device
-from hipporag.core.errors import EndpointUnreachableError, MissingDependencyError
+from hipporag.core.errors import EndpointUnreachableError, MissingDependencyError, first_line
 from hipporag.core.registry import Configured, Registry, construct, option
 from hipporag.core.rules import boolean, device_name, integer, number, text, text_mapping
 from hipporag.core.textnorm import text_hash
@@ -221,8 +221,7 @@ class OpenAIEmbedder:
                 # input over the model's limit): the run cannot have its vectors, so it stops in one line
                 where = f"embedder {self.model_name!r} at {self.base_url or 'the OpenAI API'}"
                 status = f"HTTP {e.status_code} " if isinstance(e, openai.APIStatusError) else ""
-                first = (str(e).strip().splitlines() or [""])[0][:200]
-                raise EndpointUnreachableError(f"{where}: {status}{type(e).__name__}: {first}") from e
+                raise EndpointUnreachableError(f"{where}: {status}{type(e).__name__}: {first_line(e, 200)}") from e
             vecs.extend(item.embedding for item in sorted(response.data, key=lambda d: d.index))
         out = np.asarray(vecs, dtype=np.float32)
         return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)

@@ -24,6 +24,7 @@ import pandas as pd
 
 from hipporag.cache.files import atomic_write_bytes
 from hipporag.cache.storage_errors import guard_log_files
+from hipporag.core.errors import first_line
 from hipporag.core.redact import redact, redact_obj, redact_yaml, redacted_argv
 from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, is_number, number, text
@@ -129,12 +130,6 @@ TRACKERS = Registry("tracker", group="tracker", selector="name")
 OFFLINE_MODES = ("offline", "dryrun", "disabled")
 
 
-def _first_line(error: BaseException) -> str:
-    """W&B's message without its advice lines (they name settings the harness sets in conf/tracker)."""
-    lines = str(error).strip().splitlines()
-    return " ".join(lines[0].split()) if lines else type(error).__name__
-
-
 def _warn(message: str) -> None:
     """One line on stderr, and in run.log (its file handler only: the console has the line already)."""
     message = redact(message)
@@ -213,7 +208,7 @@ class WandbTracker:
         except Exception as e:  # whatever W&B raises: a run that fails offline too raises there
             if not self.online:
                 raise
-            self._go_offline(f"could not start the online run ({_first_line(e)})")
+            self._go_offline(f"could not start the online run ({first_line(e)})")
             self._drop_failed_start()
 
     def _init(self, mode: str):
@@ -266,7 +261,7 @@ class WandbTracker:
                 self.run.finish()  # bounded by finish_timeout; the offline copy replaces it
             except Exception:
                 pass
-            self._go_offline(f"could not log the run ({_first_line(e)})")
+            self._go_offline(f"could not log the run ({first_line(e)})")
 
     def finish(self) -> None:
         """Finish the run (offline after an online failure), then say where the offline copy is."""
@@ -277,7 +272,7 @@ class WandbTracker:
                 raise
             timeout = f"not done within tracker.finish_timeout={self.timeouts['finish_timeout']:g} s"
             self._go_offline(
-                f"could not finish uploading the run ({timeout if isinstance(e, TimeoutError) else _first_line(e)})"
+                f"could not finish uploading the run ({timeout if isinstance(e, TimeoutError) else first_line(e)})"
             )
             self.run.finish()
         if self.fell_back:
