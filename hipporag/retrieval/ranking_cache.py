@@ -56,34 +56,41 @@ def key_values(knobs, method: Configured, llm, embedder, prompts=None) -> dict:
     }
 
 
+def _own_names(spec, values: dict) -> list[str]:
+    """A method's own key names under these values: its `cache_knobs`, less the LLM's while it does not use the
+    LLM (it shapes a ranking only through the filter, query NER, RAPTOR, IRCoT)."""
+    return [k for k in spec.cache_knobs if spec.uses_llm(values) or k not in LLM_KNOBS]
+
+
+def _base(spec, values: dict) -> tuple[str, dict] | None:
+    """A wrapping method's base, and the key values it sees (its own options as `method_options`)."""
+    if spec.base_of is None:
+        return None
+    base, base_options = spec.base_of(values)
+    return base, {**values, "method_options": base_options}
+
+
 def key_names(method: str, values: dict) -> set[str]:
-    """The names a method's ranking key holds under these values (its base's too, for a wrapping method):
-    its `cache_knobs`, less the LLM's while it does not use the LLM. What the method reads must be among them."""
+    """The names a method's ranking key holds under these values (its base's too, for a wrapping method).
+    What the method reads must be among them."""
     spec = METHODS.entry(method)
-    names = set(spec.cache_knobs)
-    if not spec.uses_llm(values):
-        names -= set(LLM_KNOBS)
-    if spec.base_of is not None:
-        base, base_options = spec.base_of(values)
-        names |= key_names(base, {**values, "method_options": base_options})
-    return names
+    names = set(_own_names(spec, values))
+    base = _base(spec, values)
+    return names | key_names(*base) if base else names
 
 
 def relevant_knobs(method: str, values: dict) -> dict | None:
-    """The key values a method's ranking depends on (None: an unknown method). LLM knobs count only while
-    the method uses the LLM; a wrapping method's base contributes its own, nested under `base`."""
+    """The key values a method's ranking depends on (None: an unknown method); a wrapping method's base
+    contributes its own, nested under `base`."""
     spec = METHODS.get(method)
     if spec is None:
         return None
-    relevant = {k: values.get(k) for k in spec.cache_knobs}
+    relevant = {k: values.get(k) for k in _own_names(spec, values)}
     if not relevant.get("query_instructions"):
         relevant.pop("query_instructions", None)  # plain models (MiniLM): keys as before instructions counted
-    if not spec.uses_llm(values):  # the LLM shapes a ranking only through the filter, query NER, RAPTOR, IRCoT
-        for knob in LLM_KNOBS:
-            relevant.pop(knob, None)
-    if spec.base_of is not None:
-        base, base_options = spec.base_of(values)
-        relevant["base"] = {"method": base, "knobs": relevant_knobs(base, {**values, "method_options": base_options})}
+    base = _base(spec, values)
+    if base:
+        relevant["base"] = {"method": base[0], "knobs": relevant_knobs(*base)}
     return relevant
 
 

@@ -43,9 +43,10 @@ from dataclasses import dataclass, field
 from hipporag.core.paths import group_config
 from hipporag.core.registry import Configured, Part, Registry, options_dict
 from hipporag.prompts.prompt_set import ROLES
+from hipporag.retrieval.reads import role_read
 
 # enter a ranking key only while the method uses the LLM: the LLM, its filter budget, every role's messages
-LLM_KNOBS = ("llm", "filter_max_new_tokens", *(f"{role}_messages" for role in ROLES))
+LLM_KNOBS = ("llm", "filter_max_new_tokens", *map(role_read, ROLES))
 
 
 def _never(values: dict) -> bool:
