@@ -16,6 +16,8 @@ from pathlib import Path
 import yaml
 
 MAX_DEPTH = 64  # nesting of collections; the harness's files nest a few levels, Python recurses ~1000
+# the largest settings-like file read (a regression file, a run's saved or resolved config): each is a few KB
+MAX_FILE_BYTES = 1 << 20
 
 
 class YAMLRefused(yaml.YAMLError):
@@ -80,7 +82,7 @@ def read_capped(path: Path, max_bytes: int) -> bytes:
     return data
 
 
-def load_file(path: Path, max_bytes: int):
+def load_file(path: Path, max_bytes: int = MAX_FILE_BYTES):
     """A UTF-8 YAML file through `load`, refused unread when over `max_bytes` (`YAMLTooLarge`).
     Raises OSError, UnicodeDecodeError or yaml.YAMLError."""
     return load(read_capped(Path(path), max_bytes).decode("utf-8"))

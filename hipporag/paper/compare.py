@@ -127,7 +127,7 @@ def _yaml(path: Path) -> dict:
     if not path.is_file():
         raise ReproduceError(f"{path}: missing (every job folder of a sweep has one)")
     try:
-        doc = safe_yaml.load_file(path, 1 << 20) or {}  # a job folder's file: no alias bomb, no huge file
+        doc = safe_yaml.load_file(path) or {}  # a job folder's file: no alias bomb, no huge file
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise ReproduceError(f"{path}: not readable YAML ({' '.join(str(e).split())[:160]})") from None
     if not isinstance(doc, dict):

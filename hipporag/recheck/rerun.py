@@ -96,7 +96,7 @@ def check_rerun(config: Path, extra: list[str] = ()) -> None:
     from hipporag.core import safe_yaml
 
     try:
-        saved = safe_yaml.load_file(config, 1 << 20)  # Hydra's own file is a few KB: no alias bomb, no huge file
+        saved = safe_yaml.load_file(config)  # Hydra's own file is a few KB: no alias bomb, no huge file
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise RerunError(f"{config}: cannot read it as YAML ({' '.join(str(e).split())[:200]})") from None
     found = config_refusal(saved)

@@ -33,7 +33,7 @@ def _tracker_settings(c: Comparison) -> tuple[str, str | None]:
 
     path = c.jobs[0].folder / "resolved_config.yaml"
     try:
-        config = safe_yaml.load(path.read_text()) if path.is_file() else {}  # a tampered file: no alias bomb
+        config = safe_yaml.load_file(path) if path.is_file() else {}  # a tampered file: no alias bomb
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:  # the numbers do not depend on it: the defaults
         log.warning("%s: not readable (%s); W&B project and entity: the defaults", path, " ".join(str(e).split()))
         config = {}

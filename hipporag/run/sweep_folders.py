@@ -161,7 +161,7 @@ def _yaml_why(e: Exception) -> str:
 def _yaml(path: Path, hint: str | None = None):
     """A YAML file Hydra wrote, or a `DamagedRecordError` naming it."""
     try:
-        return safe_yaml.load(path.read_bytes().decode("utf-8"))  # no alias bomb, no recursion
+        return safe_yaml.load_file(path)  # no alias bomb, no recursion, no huge file
     except OSError as e:
         raise DamagedRecordError(f"{path}: cannot be read ({e.strerror or e})", hint) from None
     except UnicodeDecodeError as e:
