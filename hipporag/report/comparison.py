@@ -29,6 +29,7 @@ from hipporag.run.sweep_folders import (
     read_job,
     read_sweep,
     swept_knobs,
+    varying_overrides,
 )
 from hipporag.run.tracking import uniform_keys
 
@@ -152,7 +153,7 @@ def load(folder: Path) -> Comparison:
         except NoJobsError as e:  # a run folder is a folder too: say so
             text = f"{folder}: no metrics.json in it or in its job folders" if folder.is_dir() else str(e)
             raise ComparisonError(text) from None
-        swept = swept_knobs(folder) or _varying_overrides([j.overrides for j in sweep.jobs])
+        swept = swept_knobs(folder) or varying_overrides([j.overrides for j in sweep.jobs])
     jobs, left_out, warnings = [], list(sweep.left_out), []
     for record in sweep.jobs:
         d, metrics = record.folder, record.metrics
@@ -169,12 +170,6 @@ def load(folder: Path) -> Comparison:
         raise DamagedRecordError(f"{folder}: no job can be read; {left_out[0]}")
     present = [m for m in DASHBOARD_METRICS if any(j.value("main", m)[0] is not None for j in jobs)]
     return Comparison(folder, jobs, swept, present, left_out, warnings)
-
-
-def _varying_overrides(overrides: list[dict]) -> list[str]:
-    """Without multirun.yaml: the override keys whose values differ between jobs."""
-    keys = sorted({k for o in overrides for k in o})
-    return [k for k in keys if len({o.get(k) for o in overrides}) > 1]
 
 
 @dataclass

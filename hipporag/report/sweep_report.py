@@ -21,7 +21,7 @@ from hipporag.core.errors import EXIT_DEGRADED, EXIT_USER_ERROR, UserError
 from hipporag.core.redact import redact, redact_file, register_config
 from hipporag.report.figures import finite
 from hipporag.report.markdown import md_cell, md_row, md_text
-from hipporag.run.sweep_folders import read_sweep, swept_knobs
+from hipporag.run.sweep_folders import read_sweep, swept_knobs, varying_overrides
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +38,9 @@ def collect(sweep_dir: Path) -> Collected:
     """One row per (job, method), with the swept knobs as columns; the names of the swept knobs; and what was
     left out. A damaged job is left out, never shown (`run.sweep_folders`: its rule)."""
     sweep = read_sweep(sweep_dir)
-    overrides = {job.folder: job.overrides for job in sweep.jobs}
-    keys = sorted({k for o in overrides.values() for k in o})
     # what the sweep declares (multirun.yaml), and whatever else differs between jobs: never the constant
     # overrides, even while one job has finished (a partial report) or in a folder without multirun.yaml
-    varying = [k for k in keys if len({o.get(k) for o in overrides.values()}) > 1]
+    varying = varying_overrides([job.overrides for job in sweep.jobs])
     swept = list(dict.fromkeys([*swept_knobs(sweep_dir), *varying]))
     swept = [k for k in swept if k != "method"]  # a swept method is the row's own `method` column
     rows = []

@@ -219,6 +219,12 @@ def swept_knobs(sweep_dir: Path) -> list[str]:
     return list(dict.fromkeys(swept))
 
 
+def varying_overrides(overrides: list[dict]) -> list[str]:
+    """The override keys whose values differ between jobs (what a sweep varies, read from its jobs)."""
+    keys = sorted({k for o in overrides for k in o})
+    return [k for k in keys if len({o.get(k) for o in overrides}) > 1]
+
+
 def _link_problem(path: Path, folder: Path) -> str | None:
     """Why the symbolic link `path` in `folder` is not followed, or None (it leads to a folder elsewhere)."""
     target = os.readlink(path)
