@@ -268,18 +268,10 @@ class _Module:
         )
         if not isinstance(text, str) or not plain:
             raise self.fail(node, f"`{_code(node)}`: {HELPER} is read with a text and mappings of texts only")
-        self.fits(node, self.bound_size(text, [m for m in mappings if m], r"\{\w+\}"))
+        # at most how long the text grows: each `{name}` replaced by the longest value given, or `${name}`
+        longest = max((len(str(v)) + 3 for m in mappings if m for v in m.values()), default=0)
+        self.fits(node, len(text) + len(re.findall(r"\{\w+\}", text)) * longest)
         return helper(**bound)
-
-    @staticmethod
-    def bound_size(text, inserted: list, field: str) -> int:
-        """At most how long a text grows when each field is replaced by the longest value inserted (of the
-        mappings given, their values)."""
-        if not isinstance(text, str):
-            return 0  # the call itself refuses it
-        values = [x for v in inserted for x in (v.values() if isinstance(v, dict) else [v])]
-        longest = max((len(str(v)) + 3 for v in values), default=0)
-        return len(text) + len(re.findall(field, text)) * longest
 
     def format(self, node, text, args: list, kwargs: dict) -> str:
         """`text.format(...)` with plain fields only (no attribute or index access, no conversion or spec)."""
