@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,3 +27,10 @@ def run_cli(
     )
     assert proc.returncode == expect_rc, proc.stdout[-3000:] + proc.stderr[-5000:]
     return proc
+
+
+def free_port() -> int:
+    """A local port nothing listens on (bound, then released): an address that refuses every connection."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -40,13 +40,13 @@ import json
 import math
 import re
 import shutil
-import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli import free_port
 
 from hipporag.core.errors import LLMUnreachableError, UserError
 from hipporag.core.paths import CONF_DIR, group_config
@@ -131,12 +131,6 @@ def json_plain(value) -> str:
 
     check(value)
     return json.dumps(value, sort_keys=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def retrieval_modes() -> set[str]:

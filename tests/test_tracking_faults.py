@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli import run_cli
+from cli import free_port, run_cli
 from wandb_records import read_run
 
 pytestmark = pytest.mark.slow  # runs the command line
@@ -90,10 +90,7 @@ def wandb_server(kind: str):
     answered), failing (500), starts (the run starts, its uploads never finish), or junk (the run starts, logging
     a table fails)."""
     if kind == "closed":
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]  # free again once closed: nothing listens
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{free_port()}"
     elif kind == "silent":
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
