@@ -46,15 +46,24 @@ def test_a_graph_missing_failed_passages_is_not_cached(tmp_path, knobs):
     assert "alder glassworks" in index.entities and graph_folders(tmp_path) == [index.key]
 
 
-def test_an_embedder_neither_on_disk_nor_reachable_stops_the_run_in_one_line_before_any_work(tmp_path):
-    """`embedder=contriever` offline with an empty Hugging Face cache: one line naming the model and
-    HF_HUB_OFFLINE, exit 2, and no OpenIE (nothing in the cache) rather than a traceback after it."""
+@pytest.mark.parametrize(
+    "embedder, model",
+    [
+        ("contriever", "facebook/contriever"),
+        ("gtr", "sentence-transformers/gtr-t5-base"),
+        ("gte_qwen2", "Alibaba-NLP/gte-Qwen2-7B-instruct"),
+    ],
+)
+def test_an_embedder_neither_on_disk_nor_reachable_stops_the_run_in_one_line_before_any_work(tmp_path, embedder, model):
+    """An embedder offline with an empty Hugging Face cache (`embedder=contriever`, and the Table 2 rows GTR and
+    GTE-Qwen2): one line naming the model and HF_HUB_OFFLINE, exit 2, and no OpenIE (nothing in the cache)
+    rather than a traceback after it."""
     from cli import run_cli
 
     cache = tmp_path / "cache"
     proc = run_cli(
         "run.py",
-        "embedder=contriever",
+        f"embedder={embedder}",
         "read=false",
         "tracker=none",
         f"cache_dir={cache}",
@@ -63,7 +72,7 @@ def test_an_embedder_neither_on_disk_nor_reachable_stops_the_run_in_one_line_bef
         expect_rc=2,
     )
     [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert "embedder facebook/contriever is not in the local Hugging Face cache" in line
+    assert f"embedder {model} is not in the local Hugging Face cache" in line
     assert "HF_HUB_OFFLINE is set" in line and "Traceback" not in proc.stderr
     assert not (cache / "openie").exists() and not (tmp_path / "run" / "metrics.json").exists()
 

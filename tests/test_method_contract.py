@@ -178,6 +178,30 @@ def test_each_way_of_breaking_the_contract_is_named():
         assert any(says in v for v in ranking_violations(rankings, n, q)), says
 
 
+def test_partial_and_undefined_rankings_keep_their_own_contract_and_survive_the_cache(tmp_path):
+    """A library's top chunks (`partial`) and a ranking with no passages (`recall_undefined`): the contract
+    allows them only as declared, and the cache gives back exactly what was stored, lengths included."""
+    from hipporag.retrieval.ranking_cache import load_rankings, save_rankings
+
+    partial = Ranking(np.array([4, 1]), np.array([2.0, 1.0]), {"fallback": False, "partial": True}, ["answer"])
+    none = Ranking(np.zeros(0, dtype=np.int64), np.zeros(0), {"fallback": False, "recall_undefined": "why"}, [])
+    assert ranking_violations([partial, none], 5, 2) == []
+    broken = {
+        "exactly once": Ranking(partial.order, partial.scores, {"fallback": False}),  # not declared partial
+        "names a passage twice": Ranking(np.array([1, 1]), partial.scores, {"fallback": False, "partial": True}),
+        "outside the corpus": Ranking(np.array([5]), np.array([1.0]), {"fallback": False, "partial": True}),
+        "declared undefined but 2": Ranking(
+            partial.order, partial.scores, {"fallback": False, "recall_undefined": "x"}
+        ),
+    }
+    for says, r in broken.items():
+        assert any(says in v for v in ranking_violations([r], 5, 1)), says
+    save_rankings(tmp_path, "k", [partial, none, partial])
+    assert same(load_rankings(tmp_path, "k"), [partial, none, partial])
+    save_rankings(tmp_path, "e", [none, none])  # every ranking empty: one shape, stored as one array
+    assert same(load_rankings(tmp_path, "e"), [none, none])
+
+
 def test_the_recording_views_name_each_read_as_the_key_does(knobs):
     from hipporag.prompts.loading import shipped
     from hipporag.retrieval.reads import KnobReads, PromptReads

@@ -325,6 +325,27 @@ def test_table2_qa_sweep_prints_em_and_f1_beside_the_paper(tmp_path):
     assert "qa_top_k" not in text  # the preset reads the top 5, as the paper
 
 
+def test_the_reader_alone_and_the_gtr_and_gte_rows_pair_with_their_table2_rows(tmp_path):
+    """`method=no_retrieval` is Table 2's "None" row (no passages read, so no `qa_top_k` difference, and no
+    recall); `method=dense embedder=gtr` / `embedder=gte_qwen2` are its GTR and GTE-Qwen2 rows."""
+    sweep = tmp_path / "table2_qa"
+    data = ("dataset=musique_train",)
+    no_recall = {f"recall@{k}": None for k in (1, 2, 5, 10, 20, 30, 50, 100, 150, 200)}
+    write_job(sweep, 0, "table2_qa", "no_retrieval", {"dense": (0.5, 0.21, 0.314)}, *data)
+    job0 = sweep / "0" / "metrics.json"
+    metrics = json.loads(job0.read_text())
+    metrics["methods"]["no_retrieval"] = {**_method_metrics(0.0, 0.1, 0.2, 100), **no_recall}
+    job0.write_text(json.dumps(metrics))
+    write_job(sweep, 1, "table2_qa", "dense", {"dense": (0.5, 0.21, 0.314)}, *data, "embedder=gtr")
+    write_job(sweep, 2, "table2_qa", "dense", {"dense": (0.5, 0.21, 0.314)}, *data, "embedder=gte_qwen2")
+    text = compare_sweep(sweep)
+    paired = {line.split("|")[4].strip() for line in text.splitlines() if line.startswith("| ")}
+    assert {"None", "GTR (T5-base)", "GTE-Qwen2-7B-Instruct"} <= paired, text
+    none_line = next(line for line in text.splitlines() if "None" in line and line.startswith("- "))
+    assert "qa_top_k" not in none_line and "retriever" not in none_line, none_line
+    assert "retriever gtr-t5-base vs" not in text and "retriever gte-Qwen2-7B-instruct vs" not in text
+
+
 def test_v1_table4_qa_sweep_names_each_reading_difference(tmp_path):
     sweep = tmp_path / "v1_table4_qa"
     args = ("dataset=2wikimultihopqa_30", "llm=openai", "llm.model=gpt-3.5-turbo-1106", "qa_top_k=3")

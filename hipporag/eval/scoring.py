@@ -12,8 +12,9 @@ SNIPPET = 240  # characters of a passage kept in the per-query records
 def score_method(
     name: str, queries, index, rankings, answers, raw, retrieval_top_k: int, reader_errors=None
 ) -> tuple[dict, list[dict]]:
-    """Per-query records and their means. Recall is averaged over queries that have gold passages;
-    EM/F1 are absent when reading was skipped (`read=false`)."""
+    """Per-query records and their means. Recall is averaged over queries that have gold passages and a
+    ranking (a method may declare it undefined, with its reason: `recall_undefined`); EM/F1 are absent when
+    reading was skipped (`read=false`)."""
     records = []
     read_done = answers is not None
     answers = answers if read_done else [None] * len(queries)
@@ -43,7 +44,10 @@ def score_method(
             "facts": r.diagnostics.get("facts", []),
             "tie_at_cut": bool(r.diagnostics.get("tie_at_cut", False)),
         }
-        rec.update(M.recall_dict(q.gold_passages, top) if q.has_gold else {f"recall@{k}": None for k in M.RECALL_KS})
+        undefined = r.diagnostics.get("recall_undefined")  # the method ranks no passages for this query
+        rec["recall_undefined"] = undefined
+        scored = q.has_gold and not undefined
+        rec.update(M.recall_dict(q.gold_passages, top) if scored else {f"recall@{k}": None for k in M.RECALL_KS})
         if "ircot" in r.diagnostics:  # a multi-step chain: its thoughts, endings and the step each gold entered
             rec.update(chain_record(r.diagnostics["ircot"], list(q.gold_passages), index.passages))
         records.append(rec)
@@ -58,6 +62,9 @@ def score_method(
         filter_errors=sum(1 for r in records if r["filter_error"]),
         reader_errors=sum(1 for r in records if r["reader_error"]),
     )
+    undefined = sorted({r["recall_undefined"] for r in records if r["recall_undefined"]})
+    if undefined:  # said beside the blank recall, never a number made up for it
+        summary["recall_undefined"] = "; ".join(undefined)
     chains = [r.diagnostics["ircot"] for r in rankings if "ircot" in r.diagnostics]
     if chains:
         golds = [list(q.gold_passages) if q.has_gold else None for q in queries]

@@ -197,7 +197,7 @@ def our_setting(method: str, cfg: dict) -> dict:
         llm_used = ""  # a method without an LLM column (dense, bm25)
     else:
         llm_used = str(llm) if spec.uses_llm(values) else spec.no_llm_label
-    return {"retriever": retriever, "extractor": extractor, "llm": llm_used, **reader_setting(cfg)}
+    return {"retriever": retriever, "extractor": extractor, "llm": llm_used, **reader_setting(cfg, spec)}
 
 
 def _wrapped_setting(spec, cfg: dict) -> dict:
@@ -212,16 +212,19 @@ def _wrapped_setting(spec, cfg: dict) -> dict:
     return {**setting, "base": base, "max_steps": opts.get("max_steps"), "step_top_k": opts.get("step_top_k")}
 
 
-def reader_setting(cfg: dict) -> dict:
-    """How our job read (for the QA tables): `read`, the reader LLM (the `llm` group), `qa_top_k` and the prompt
-    set (the `prompts` knob, or a `prompts` group's `name`; "default" when neither is recorded)."""
+def reader_setting(cfg: dict, spec=None) -> dict:
+    """How our job read (for the QA tables): `read`, the reader LLM (the `llm` group), the passages it read
+    (`qa_top_k`; 0 for the reader alone, "own" for a method whose reader reads the library's own answer or
+    context: the method's `reader_sees`) and the prompt set (the `prompts` knob, or a `prompts` group's `name`;
+    "default" when neither is recorded)."""
     prompts = cfg.get("prompts")
     if isinstance(prompts, dict):
         prompts = prompts.get("name")
+    sees = spec.reader_sees if spec is not None else "passages"
     return {
         "read": bool(cfg.get("read", True)),
         "reader": str((cfg.get("llm") or {}).get("model", "?")),
-        "qa_top_k": cfg.get("qa_top_k"),
+        "qa_top_k": {"nothing": 0, "passages": cfg.get("qa_top_k")}.get(sees, "own"),
         "prompts": str(prompts) if prompts else "default",
     }
 
@@ -382,7 +385,10 @@ def _reader_differences(ours: dict, paper) -> list[str]:
     if _norm(ours.get("reader", "")) != _norm(paper.reader):
         out.append(f"reader LLM {ours.get('reader')} vs {paper.reader}")
     if paper.passages is None:
-        out.append(f"reader context: our top {ours.get('qa_top_k')} passages vs the paper's own context for this row")
+        if ours.get("qa_top_k") != "own":
+            out.append(
+                f"reader context: our top {ours.get('qa_top_k')} passages vs the paper's own context for this row"
+            )
     elif ours.get("qa_top_k") != paper.passages:
         out.append(f"qa_top_k {ours.get('qa_top_k')} vs the paper's top {paper.passages} passages")
     out.append(f"reader prompt: ours `{ours.get('prompts')}` vs the paper's: {paper.prompt}")

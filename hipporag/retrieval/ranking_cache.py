@@ -184,9 +184,13 @@ def load_rankings(cache_dir: Path, key: str) -> list[Ranking] | None:
             raise ValueError("checksum mismatch")
         diags = json.loads(str(arrays["diagnostics"]))
         contexts = json.loads(str(arrays["contexts"])) if "contexts" in arrays else [None] * len(diags)
+        orders, scores = arrays["order"], arrays["scores"]
+        if "lengths" in arrays:  # partial rankings of different lengths, stored end to end
+            cuts = np.cumsum(arrays["lengths"])[:-1]
+            orders, scores = np.split(orders, cuts), np.split(scores, cuts)
         return [
             Ranking(order=o, scores=s, diagnostics=d, contexts=c)
-            for o, s, d, c in zip(arrays["order"], arrays["scores"], diags, contexts)
+            for o, s, d, c in zip(orders, scores, diags, contexts, strict=True)
         ]
     # what zipfile and numpy raise on damaged bytes (NotImplementedError, a RuntimeError: a garbled zip header)
     except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError, RuntimeError, struct.error) as e:
@@ -199,9 +203,13 @@ def load_rankings(cache_dir: Path, key: str) -> list[Ranking] | None:
 
 
 def save_rankings(cache_dir: Path, key: str, rankings: list[Ranking]) -> None:
+    lengths = [len(r.order) for r in rankings]
+    uniform = len(set(lengths)) <= 1
+    join = np.stack if uniform else np.concatenate  # partial rankings (`Ranking`) differ in length
     arrays = {
-        "order": np.stack([r.order for r in rankings]),
-        "scores": np.stack([r.scores for r in rankings]),
+        "order": join([np.asarray(r.order, dtype=np.int64) for r in rankings]),
+        "scores": join([np.asarray(r.scores) for r in rankings]),
+        **({} if uniform else {"lengths": np.array(lengths, dtype=np.int64)}),
         "diagnostics": np.array(json.dumps([r.diagnostics for r in rankings], default=float)),
         # the reader's texts, when a method sets them
         "contexts": np.array(json.dumps([r.contexts for r in rankings])),

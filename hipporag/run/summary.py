@@ -66,6 +66,8 @@ def format_summary(metrics: dict) -> str:
     for name, m in metrics["methods"].items():
         if m.get("ircot"):
             out.append(ircot_line(name, m["ircot"]))
+        if m.get("recall_undefined"):
+            out.append(f"{name}: recall not defined ({m['recall_undefined']})")
     out.append("")
     out.append(
         f"dataset {metrics['dataset']}: {metrics['n_queries']} queries, {idx['passages']} passages; "

@@ -23,7 +23,13 @@ class Ranking:
     """All corpus passages for one query, best first (indices into `Index.passages`).
 
     `contexts`: what the reader is shown instead of the top passages, for methods that retrieve other
-    texts than passages (RAPTOR's summaries); None = the top `qa_top_k` passages of `order`.
+    texts than passages (RAPTOR's summaries, a library's answer); None = the top `qa_top_k` passages of `order`.
+
+    Two diagnostics loosen the "every passage exactly once" rule, for methods that do not rank the corpus:
+    `partial: true`: `order` holds only the passages the method retrieved, in its order (a library's top
+    chunks mapped back to passages; recall@k then counts what it retrieved, never an invented tail);
+    `recall_undefined: "<why>"`: `order` is empty and recall is "not defined" for the query (the reader
+    alone; a mode that answers from community summaries).
     """
 
     order: np.ndarray
@@ -68,17 +74,28 @@ def ranking_violations(rankings: list[Ranking], n_passages: int, n_queries: int)
     out = []
     for i, r in enumerate(rankings):
         order, scores = np.asarray(r.order), np.asarray(r.scores)
-        if order.shape != (n_passages,) or not np.array_equal(np.sort(order), np.arange(n_passages)):
+        diagnostics = r.diagnostics or {}
+        if diagnostics.get("recall_undefined"):
+            if order.size:
+                out.append(f"query {i}: recall is declared undefined but {order.size} passages are ranked")
+        elif diagnostics.get("partial"):
+            if (
+                order.ndim != 1
+                or np.unique(order).size != order.size
+                or not np.all((order >= 0) & (order < n_passages))
+            ):
+                out.append(f"query {i}: the partial order names a passage twice or one outside the corpus")
+        elif order.shape != (n_passages,) or not np.array_equal(np.sort(order), np.arange(n_passages)):
             out.append(f"query {i}: the order does not rank each of the {n_passages} passages exactly once")
         if scores.shape != order.shape:
             out.append(f"query {i}: {scores.size} scores for {order.size} ranked passages")
-        elif np.all(np.isnan(scores)):
+        elif scores.size and np.all(np.isnan(scores)):
             pass  # every score equal: the official min-max leaves the row undefined (a one-passage corpus)
         elif not np.all(np.isfinite(scores)):
             out.append(f"query {i}: a score is not a finite number")
         elif np.any(np.diff(scores) > 0):
             out.append(f"query {i}: the scores rise along the order")
-        missing = [k for k in REQUIRED_DIAGNOSTICS if k not in (r.diagnostics or {})]
+        missing = [k for k in REQUIRED_DIAGNOSTICS if k not in diagnostics]
         if missing:
             out.append(f"query {i}: diagnostics without {', '.join(missing)}")
         if r.contexts is not None and not all(isinstance(c, str) for c in r.contexts):

@@ -28,7 +28,8 @@ What a method declares, and who reads it:
 - for the paper tables (`hipporag.paper.compare`): `setting_fields` (which setting columns describe it),
   `llm_role` (what the papers call its LLM), `ablation_knobs` (the switches that define its ablations),
   `retriever_label` (its retriever in the tables' words when not the embedder, e.g. BM25), `no_llm_label`
-  (its LLM column when it runs without one).
+  (its LLM column when it runs without one), `reader_sees` (what its reader reads: `passages`, its top
+  `qa_top_k`; `nothing`, the closed-book row; `its own context`, a library's answer or context).
 
 Adding a method: one module in this package with a decorated class, and `conf/method/<name>.yaml`.
 Modules here are imported by `methods/__init__.py` automatically.
@@ -72,6 +73,7 @@ class MethodSpec(Part):
     prompt_roles: Callable[[object], tuple[str, ...]] = field(default=_no_roles)
     retriever_label: str | None = None
     no_llm_label: str = "none"
+    reader_sees: str = "passages"
 
 
 def _builder(cls: type) -> Callable:
@@ -94,6 +96,7 @@ def register_method(
     prompt_roles: Callable[[object], tuple[str, ...]] | None = None,
     retriever_label: str | None = None,
     no_llm_label: str = "none",
+    reader_sees: str = "passages",
 ):
     """Class decorator: declare a retrieval method under `name` (see the module docstring)."""
 
@@ -121,6 +124,7 @@ def register_method(
             prompt_roles=prompt_roles or _no_roles,
             retriever_label=retriever_label,
             no_llm_label=no_llm_label,
+            reader_sees=reader_sees,
         )
         METHODS.add(spec)
         cls.name = name
