@@ -44,6 +44,7 @@ def score_method(
             "facts": r.diagnostics.get("facts", []),
             "tie_at_cut": bool(r.diagnostics.get("tie_at_cut", False)),
         }
+        rec["library_answer"] = r.diagnostics.get("library_answer")  # a compared library's own answer, if any
         undefined = r.diagnostics.get("recall_undefined")  # the method ranks no passages for this query
         rec["recall_undefined"] = undefined
         scored = q.has_gold and not undefined

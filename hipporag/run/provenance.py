@@ -42,6 +42,9 @@ PACKAGES = (
     "umap-learn",
     "scikit-learn",
     "gguf",
+    "lightrag-hku",  # the compared systems' libraries (method=lightrag, graphrag)
+    "graphrag",
+    "tiktoken",
 )
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".onnx")

@@ -83,13 +83,18 @@ def load_settings(cfg: Mapping) -> Settings:
     parts = {group: registry.configure(cfg[group]) for group, registry in REGISTRIES.items()}
     prompts = load_prompts(knobs.prompts, str(cfg["dataset"].get("name") or ""))
     _check_prompt_roles(parts["method"], prompts)
-    return Settings(
+    settings = Settings(
         knobs=knobs,
         baseline=_baseline(knobs, parts["method"]),
         reader=ReaderOptions.from_config(cfg["reader"]),
         prompts=prompts,
         **parts,
     )
+    for method in settings.methods_to_run():  # a compared system's library: installed, its pinned version
+        check = METHODS[method.name].check
+        if check is not None:
+            check(method.options)
+    return settings
 
 
 def _check_prompt_roles(method: Configured, prompts: PromptSet) -> None:

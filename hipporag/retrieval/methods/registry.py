@@ -30,6 +30,8 @@ What a method declares, and who reads it:
   `retriever_label` (its retriever in the tables' words when not the embedder, e.g. BM25), `no_llm_label`
   (its LLM column when it runs without one), `reader_sees` (what its reader reads: `passages`, its top
   `qa_top_k`; `nothing`, the closed-book row; `its own context`, a library's answer or context).
+- `check(options)`: what must hold before any work (a compared system's pinned library is installed); it
+  raises a `UserError` naming the fix. The settings check calls it for the method and the baseline.
 
 Adding a method: one module in this package with a decorated class, and `conf/method/<name>.yaml`.
 Modules here are imported by `methods/__init__.py` automatically.
@@ -74,6 +76,7 @@ class MethodSpec(Part):
     retriever_label: str | None = None
     no_llm_label: str = "none"
     reader_sees: str = "passages"
+    check: Callable[[object], object] | None = None
 
 
 def _builder(cls: type) -> Callable:
@@ -97,6 +100,7 @@ def register_method(
     retriever_label: str | None = None,
     no_llm_label: str = "none",
     reader_sees: str = "passages",
+    check: Callable[[object], object] | None = None,
 ):
     """Class decorator: declare a retrieval method under `name` (see the module docstring)."""
 
@@ -125,6 +129,7 @@ def register_method(
             retriever_label=retriever_label,
             no_llm_label=no_llm_label,
             reader_sees=reader_sees,
+            check=check,
         )
         METHODS.add(spec)
         cls.name = name

@@ -1,0 +1,193 @@
+"""What every compared system run through its own published library shares (LightRAG, Microsoft GraphRAG).
+
+The point of a comparison harness is that each row is the real system on the same inputs. So the library
+indexes and queries by itself, and the harness only stands behind its hooks:
+- its version is pinned (`PINNED`) and checked before any work; it enters every cache key and provenance;
+- its LLM requests go to the run's `llm=` through `CachedLLM` (cached by the full request, counted per stage,
+  a failed one raised into the library, never answered with an empty text), as `LibraryLLM`;
+- its embeddings come from the run's `embedder=` through the `EmbeddingCache`, as `LibraryEmbedder`;
+- its index is a built folder under `cache_dir/<library>/<key>/` (`library_index`): lock, atomic publish,
+  checksums, healing; a build during which a request failed is used once and never published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from hipporag.cache.files import atomic_write_json
+from hipporag.cache.folders import load_or_build_folder
+from hipporag.cache.keys import stable_key
+from hipporag.core.errors import MissingDependencyError
+
+log = logging.getLogger(__name__)
+
+# results change between versions of both libraries: the one version each row was checked against
+PINNED = {"lightrag-hku": "1.5.7", "graphrag": "3.3.0"}
+INSTALL = "pip install -e '.[baselines]'"
+
+
+def library_version(dist: str, method: str) -> str:
+    """The installed version of `dist`, which must be the pinned one; else one line saying how to get it."""
+    want = PINNED[dist]
+    try:
+        have = importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        raise MissingDependencyError(
+            f"method={method} runs through the {dist} library ({dist}=={want}), which is not installed: {INSTALL}"
+        ) from None
+    if have != want:
+        raise MissingDependencyError(
+            f"method={method} is pinned to {dist}=={want} (results change between versions), but {have} is "
+            f"installed: {INSTALL}"
+        )
+    return have
+
+
+class LibraryLLMError(RuntimeError):
+    """An LLM request of the library failed: raised into the library so that nothing is built on it."""
+
+
+class LibraryLLM:
+    """The run's LLM behind a library's completion hook.
+
+    Every request goes through `CachedLLM` under the stage `<library>/<kind>` (`classify` names the kind from
+    the messages), with the harness's decoding and `max_new_tokens`. A backend that takes concurrent requests
+    gets them from the library's tasks in threads; another gets them one at a time. A failed request raises
+    `LibraryLLMError` and is counted in `failures`; the library's own parameters (its temperature, token
+    limits) are not forwarded: every row is decoded alike."""
+
+    def __init__(self, llm, library: str, max_new_tokens: int, classify: Callable[[list[dict]], str]):
+        if llm is None:
+            raise RuntimeError(f"{library} needs an LLM (the run's llm=), got none")
+        self.llm = llm
+        self.library = library
+        self.max_new_tokens = int(max_new_tokens)
+        self.classify = classify
+        self.failures: list[str] = []
+        self.requests: Counter[str] = Counter()
+        self._one_at_a_time = threading.Lock()
+
+    def stage(self, messages: list[dict]) -> str:
+        return f"{self.library}/{self.classify(messages)}"
+
+    def complete_sync(self, messages: list[dict]) -> str:
+        stage = self.stage(messages)
+        self.requests[stage] += 1
+        if self.llm.concurrent:
+            g = self.llm.generate_one(messages, stage=stage, max_new_tokens=self.max_new_tokens)
+        else:
+            with self._one_at_a_time:
+                [g] = self.llm.generate([messages], stage=stage, max_new_tokens=self.max_new_tokens)
+        if g.error is not None:
+            self.failures.append(f"{stage}: {g.error}")
+            raise LibraryLLMError(f"{stage}: LLM request failed: {g.error}")
+        return g.text
+
+    async def complete(self, messages: list[dict]) -> str:
+        return await asyncio.to_thread(self.complete_sync, messages)
+
+
+class LibraryEmbedder:
+    """The run's embedder behind a library's embedding hook, through the embedding cache (`what` names the
+    texts in its progress line). Vectors are the embedder's (L2-normalised), float32."""
+
+    def __init__(self, embeddings, library: str):
+        self.embeddings = embeddings
+        self.library = library
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        return int(self.embed(["dimension probe"], what="probe").shape[1])
+
+    def embed(self, texts: list[str], prefix: str = "", what: str = "texts") -> np.ndarray:
+        with self._lock:  # one model, one store at a time, whatever the library's concurrency
+            return self.embeddings.embed(list(texts), prefix=prefix, what=f"{self.library} {what}")
+
+
+class Uncacheable(Exception):
+    """The index was built while LLM requests failed: used by this run only, never published."""
+
+    def __init__(self, folder: Path, failures: list[str]):
+        super().__init__(f"{len(failures)} LLM requests failed while indexing")
+        self.folder = folder
+        self.failures = failures
+
+
+def library_index(
+    cache_dir: Path | None, library: str, identity: dict, build: Callable[[Path], dict], work_root: Path
+) -> tuple[Path, bool, dict]:
+    """(a private working copy of the index folder, loaded from the cache?, the build's manifest).
+
+    `build(folder)` runs the library's indexing into `folder` and returns its stats; it raises `Uncacheable`
+    (with the folder it built) when a request failed, and the folder is then used once, unpublished. The
+    published folder is never written again: the library queries a copy under `work_root`, so whatever it
+    writes at query time stays out of the cache."""
+    work_root.mkdir(parents=True, exist_ok=True)
+    if cache_dir is None:
+        folder = Path(tempfile.mkdtemp(prefix=f"{library}-", dir=work_root))
+        try:
+            stats = build(folder / "index")
+        except Uncacheable as e:
+            log.warning("%s: index not cached: %s; a rerun asks again", library, e)
+            return e.folder, False, {"failures": e.failures}
+        return folder / "index", False, {"stats": stats}
+    final = Path(cache_dir) / library / stable_key(identity)
+    failed: list[Uncacheable] = []
+
+    def write(tmp: Path) -> None:
+        t0 = time.perf_counter()
+        try:
+            stats = build(tmp / "index")
+        except Uncacheable as e:
+            # keep what was built for this run: moved out of the temporary folder `building` will remove
+            keep = Path(tempfile.mkdtemp(prefix=f"{library}-unpublished-", dir=work_root))
+            shutil.move(str(e.folder), keep / "index")
+            e.folder = keep / "index"
+            failed.append(e)
+            raise
+        atomic_write_json(
+            tmp / "manifest.json",
+            {"identity": identity, "created": time.time(), "build_s": time.perf_counter() - t0, "stats": stats},
+        )
+
+    try:
+        files, loaded = load_or_build_folder(final, write, {}, identity)
+    except Uncacheable:
+        e = failed[0]
+        log.warning("%s: index not cached: %s (e.g. %s); a rerun asks again", library, e, e.failures[0])
+        return e.folder, False, {"failures": e.failures}
+    log.info("%s: index %s %s", library, final.name, "loaded from cache" if loaded else "built")
+    work = Path(tempfile.mkdtemp(prefix=f"{library}-", dir=work_root))
+    shutil.copytree(final / "index", work / "index")
+    return work / "index", loaded, files["manifest.json"]
+
+
+@contextmanager
+def event_loop():
+    """A fresh event loop for a library's async API, closed after: a run calls it from synchronous code."""
+    loop = asyncio.new_event_loop()
+    try:
+        yield loop
+    finally:
+        # the library's worker tasks (queue consumers) outlive its calls: cancelled and awaited, not left to
+        # print "Event loop is closed" tracebacks when collected
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
