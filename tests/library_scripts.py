@@ -137,8 +137,9 @@ def graphrag_answer(messages: list[dict]) -> str | None:
         "You are a helpful assistant responding to questions about data in the tables provided." in full
     ):
         marker = "-----Sources-----" if "-----Sources-----" in full else "---Data tables---"
-        rows = full.split(marker, 1)[-1].split("\n")[2:3] if marker in full else []  # the first row after the header
-        first = names(rows[0].split("|", 1)[-1], 1) if rows else []
+        section = full.split(marker, 1)[-1] if marker in full else ""
+        rows = [r for r in re.findall(r"^[^|\n]+\|(.*)$", section, re.M) if r.strip() != "text"]  # after the header
+        first = names(rows[0], 1) if rows else []
         return f"The answer is {first[0]}." if first else "I do not know."
     return None
 

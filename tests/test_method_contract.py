@@ -41,6 +41,12 @@ VARIANTS = {
         ("method.mode=naive", "method.answer_by=reader"),
         ("method.mode=bypass",),
     ],
+    "graphrag": [
+        ("method.max_new_tokens=256",),
+        ("method.mode=basic", "method.answer_by=reader"),
+        ("method.mode=global",),
+        ("method.mode=drift",),
+    ],
 }
 CASES = [(name, variant) for name in sorted(METHODS) for variant in VARIANTS.get(name, [()])]
 

@@ -346,6 +346,27 @@ def test_the_reader_alone_and_the_gtr_and_gte_rows_pair_with_their_table2_rows(t
     assert "retriever gtr-t5-base vs" not in text and "retriever gte-Qwen2-7B-instruct vs" not in text
 
 
+def test_the_library_rows_pair_with_lightrag_and_graphrag_naming_their_differences(tmp_path):
+    """`method=lightrag` / `method=graphrag` jobs are Table 2's LightRAG and GraphRAG rows: the reader reads the
+    library's own answer (no `qa_top_k` difference), and the library's LLM is named where it differs."""
+    sweep = tmp_path / "table2_qa"
+    for job, method in enumerate(("lightrag", "graphrag")):
+        write_job(
+            sweep,
+            job,
+            "table2_qa",
+            method,
+            {method: (0.5, 0.1, 0.2), "dense": (0.5, 0.21, 0.314)},
+            "dataset=musique_train",
+        )
+    text = compare_sweep(sweep)
+    paired = {line.split("|")[4].strip() for line in text.splitlines() if line.startswith("| ")}
+    assert {"LightRAG", "GraphRAG"} <= paired, text
+    assert "LightRAG LLM smollm2 vs meta-llama/Llama-3.3-70B-Instruct" in text
+    assert "GraphRAG LLM smollm2 vs meta-llama/Llama-3.3-70B-Instruct" in text
+    assert "reader context" not in text and "qa_top_k" not in text
+
+
 def test_v1_table4_qa_sweep_names_each_reading_difference(tmp_path):
     sweep = tmp_path / "v1_table4_qa"
     args = ("dataset=2wikimultihopqa_30", "llm=openai", "llm.model=gpt-3.5-turbo-1106", "qa_top_k=3")

@@ -1,0 +1,239 @@
+"""The compared systems run through their own libraries (LightRAG, Microsoft GraphRAG) and the reader alone,
+through the command line as a user runs them, against a scripted OpenAI-compatible server that answers the
+libraries' extraction, summary, keyword and answer prompts (tests/library_scripts.py), with every outside
+address dead: the proxies point at a closed port, and an audit hook in each run (sitecustomize) records
+any connection that is not the scripted server's.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from cli import free_port, run_cli
+
+from hipporag.retrieval.library_bridge import PINNED
+
+pytestmark = pytest.mark.slow  # command-line runs (MiniLM, the libraries)
+
+METHODS = ("dense", "hipporag2", "lightrag", "graphrag", "no_retrieval")
+GUARD = """
+import os, sys
+_LOG, _DEAD = os.environ["NET_GUARD_LOG"], int(os.environ["NET_GUARD_DEAD_PORT"])
+_SERVER = int(os.environ["NET_GUARD_SERVER_PORT"])
+_LOCAL = {"127.0.0.1", "::1", "localhost", "0.0.0.0"}
+
+def _guard(event, args):
+    host = port = None
+    if event == "socket.getaddrinfo":
+        host, port = args[0], args[1]
+    elif event in ("socket.connect", "socket.connect_ex") and isinstance(args[1], tuple):
+        host, port = args[1][0], args[1][1]
+    else:
+        return
+    host = host.decode() if isinstance(host, bytes) else host
+    local = host is None or str(host) in _LOCAL
+    if not local or (event != "socket.getaddrinfo" and port not in (None, _SERVER) and port == _DEAD):
+        with open(_LOG, "a") as f:
+            f.write(f"{event} {host}:{port}\\n")
+
+sys.addaudithook(_guard)
+"""
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory):
+    """The scripted server, and a run environment in which every outside address is dead and recorded."""
+    from library_scripts import library_answer
+    from scripted_server import ScriptedServer
+
+    server = ScriptedServer(answer=library_answer).start()
+    home = tmp_path_factory.mktemp("offline")
+    (home / "guard").mkdir()
+    (home / "guard" / "sitecustomize.py").write_text(textwrap.dedent(GUARD))
+    dead = free_port()
+    env = {
+        "PYTHONPATH": str(home / "guard"),
+        "NET_GUARD_LOG": str(home / "net.log"),
+        "NET_GUARD_DEAD_PORT": str(dead),
+        "NET_GUARD_SERVER_PORT": str(server.base_url.rsplit(":", 1)[1].split("/")[0]),
+        "HTTPS_PROXY": f"http://127.0.0.1:{dead}",
+        "HTTP_PROXY": f"http://127.0.0.1:{dead}",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "OPENAI_API_KEY": "scripted",
+        "TIKTOKEN_CACHE_DIR": str(home / "no-tiktoken-cache"),  # empty: tiktoken must not download
+        "WANDB_MODE": "offline",
+    }
+    llm = ("llm=openai", "llm.model=scripted", f"llm.base_url={server.base_url}", "llm.max_retries=0")
+    yield server, env, llm, home
+    server.stop()
+
+
+def published(cache: Path, library: str) -> list[Path]:
+    """The library's index folders in the cache (beside them: their lock files)."""
+    folder = cache / library
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")) if folder.is_dir() else []
+
+
+def requests(server) -> int:
+    return sum(server.requests.values())
+
+
+def network_attempts(home: Path) -> list[str]:
+    log = home / "net.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.fixture(scope="module")
+def demo_sweep(offline, tmp_path_factory):
+    """`-m method=dense,hipporag2,lightrag,graphrag,no_retrieval` on the demo, as a user runs it, once."""
+    server, env, llm, home = offline
+    root = tmp_path_factory.mktemp("sweep")
+    cache = root / "cache"
+    before = requests(server)
+    proc = run_cli(
+        "run.py",
+        "-m",
+        f"method={','.join(METHODS)}",
+        *llm,
+        "tracker=none",
+        f"cache_dir={cache}",
+        f"hydra.sweep.dir={root / 'sweep'}",
+        env=env,
+        timeout=1500,
+    )
+    return root / "sweep", cache, proc, requests(server) - before
+
+
+def job_metrics(sweep: Path) -> dict[str, dict]:
+    out = {}
+    for job in sorted(p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()):
+        metrics = json.loads((job / "metrics.json").read_text())
+        out[metrics["method"]] = metrics
+    return out
+
+
+def test_the_five_methods_run_side_by_side_offline_with_the_dashboard_and_comparison(offline, demo_sweep):
+    server, env, llm, home = offline
+    sweep, cache, proc, sent = demo_sweep
+    assert network_attempts(home) == []  # nothing but the scripted server was reached
+    jobs = job_metrics(sweep)
+    assert set(jobs) == set(METHODS)
+    for name, metrics in jobs.items():
+        assert metrics["status"] == "ok", name
+        assert metrics["methods"][name]["f1"] is not None, name
+    # recall wherever a mode returns passages in an order; "not defined", with the reason, where it does not
+    for name in ("lightrag", "graphrag"):
+        assert jobs[name]["methods"][name]["recall@5"] > 0.3, name
+        library = {"lightrag": "lightrag-hku", "graphrag": "graphrag"}[name]
+        assert jobs[name]["provenance"]["packages"][library] == PINNED[library], name
+    nr = jobs["no_retrieval"]["methods"]["no_retrieval"]
+    assert nr["recall@5"] is None and "retrieves no passages" in nr["recall_undefined"]
+    # the libraries' requests counted per stage, under their own names
+    stages = set(jobs["lightrag"]["llm_usage"]) | set(jobs["graphrag"]["llm_usage"])
+    assert {"lightrag/extract", "lightrag/answer", "graphrag/extract"} <= stages, stages
+    # one index per library, published in the cache with its checksums
+    for library in ("lightrag", "graphrag"):
+        [folder] = published(cache, library)
+        assert (folder / "checksums.json").is_file() and (folder / "manifest.json").is_file()
+    comparison = (sweep / "comparison.md").read_text()
+    assert all(name in comparison for name in ("lightrag", "graphrag", "no_retrieval"))
+    assert (sweep / "dashboard.html").is_file()
+    assert sent > 0
+
+
+def test_a_second_run_reuses_the_indexes_and_sends_no_request(offline, demo_sweep, tmp_path):
+    server, env, llm, home = offline
+    sweep, cache, _, _ = demo_sweep
+    before = requests(server)
+    run_cli(
+        "run.py",
+        "-m",
+        "method=lightrag,graphrag",
+        *llm,
+        "tracker=none",
+        f"cache_dir={cache}",
+        f"hydra.sweep.dir={tmp_path / 'again'}",
+        env=env,
+        timeout=900,
+    )
+    assert requests(server) == before
+    assert network_attempts(home) == []
+
+
+def test_a_sweep_of_query_modes_builds_one_index(offline, demo_sweep, tmp_path):
+    """`-m method.mode=...` reuses the index built by the first sweep; a mode that ranks no passages reports
+    recall as not defined, with its reason, never a made-up ranking."""
+    server, env, llm, home = offline
+    sweep, cache, _, _ = demo_sweep
+    for library, modes in (("lightrag", "naive,global,hybrid,mix,bypass"), ("graphrag", "global,basic")):
+        before = published(cache, library)
+        run_cli(
+            "run.py",
+            "-m",
+            f"method={library}",
+            f"method.mode={modes}",
+            *llm,
+            "tracker=none",
+            f"cache_dir={cache}",
+            f"hydra.sweep.dir={tmp_path / library}",
+            env=env,
+            timeout=900,
+        )
+        assert published(cache, library) == before, library  # no second index
+        for metrics in job_metrics(tmp_path / library).values():
+            usage = metrics["llm_usage"]
+            assert not any(stage.endswith(("/extract", "/glean", "/summary")) for stage in usage), usage
+    modes = {}
+    for job in sorted((tmp_path / "lightrag").glob("[0-9]*")):
+        m = json.loads((job / "metrics.json").read_text())["methods"]["lightrag"]
+        modes[job.name] = m
+    undefined = [m for m in modes.values() if m.get("recall_undefined")]
+    assert len(undefined) == 1 and undefined[0]["recall@5"] is None and "bypass" in undefined[0]["recall_undefined"]
+    assert all(m["recall@5"] is not None for m in modes.values() if not m.get("recall_undefined"))
+    graphrag = job_metrics(tmp_path / "graphrag")["graphrag"]  # the last job (basic) wins the name
+    assert graphrag["methods"]["graphrag"]["f1"] is not None
+
+
+def test_one_failing_request_marks_the_run_degraded_and_caches_nothing_made_from_it(offline, tmp_path):
+    server, env, llm, home = offline
+    cache = tmp_path / "cache"
+    failing = "Morrow's Veil is a faint comet"  # the one passage whose extraction request fails (HTTP 503, no retry)
+    server.fail = lambda messages: (
+        "extracting entities and relationships" in messages[0]["content"] and (failing in messages[-1]["content"])
+    )
+    try:
+        args = ("run.py", "method=lightrag", *llm, "tracker=none", f"cache_dir={cache}", "max_llm_error_rate=0")
+        proc = run_cli(*args, f"hydra.run.dir={tmp_path / 'run'}", env=env, expect_rc=3)
+    finally:
+        server.fail = lambda messages: False
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["status"] == "degraded"
+    assert metrics["llm_failures"]["lightrag/extract"]["failed"] == 1
+    assert published(cache, "lightrag") == []  # the index is not published
+    assert metrics["rankings"]["lightrag"]["cache"].startswith("not stored")
+    assert "index not cached" in proc.stderr + proc.stdout
+    # the rerun asks again (the failed request only) and then caches the index
+    run_cli(*args, f"hydra.run.dir={tmp_path / 'rerun'}", env=env)
+    assert len(published(cache, "lightrag")) == 1
+
+
+def test_a_passage_longer_than_a_chunk_is_refused_before_any_request(offline, tmp_path):
+    server, env, llm, home = offline
+    before = requests(server)
+    proc = run_cli(
+        "run.py",
+        "method=lightrag",
+        "method.chunk_token_size=8",
+        *llm,
+        "tracker=none",
+        f"cache_dir={tmp_path / 'cache'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env=env,
+        expect_rc=2,
+    )
+    [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert "lightrag: passage 0 has" in line and "method.chunk_token_size=8" in line
+    assert requests(server) == before and not (tmp_path / "run" / "metrics.json").exists()
