@@ -10,8 +10,9 @@ factories as Python classes, so no request leaves through litellm:
 - its embeddings come from the run's `embedder=`: entity descriptions, community reports and passages as
   documents; what it embeds at query time (the question, DRIFT's hypothetical answer and follow-ups) with the
   embedder's `query_to_passage` instruction;
-- its tokenizer is its own default (tiktoken `o200k_base`), read from the file bundled with litellm, so
-  nothing is downloaded; it counts the passages, the context budgets and the report inputs;
+- its tokenizer is its chunker's default (tiktoken `o200k_base`), read from the file bundled with litellm, so
+  nothing is downloaded; it also counts the context budgets and the report inputs, which the library run
+  through its own litellm client counts with litellm's tokenizer for the model name (reproduce/FIDELITY.md);
 - each passage is exactly one text unit (document id `p<index>`), never split or merged: a passage longer
   than `chunk_size` tokens is refused before any request, naming it; a repeated passage is indexed once;
 - the library's own LLM cache is off (the harness's is the one cache); claims are off (its default); the
