@@ -237,3 +237,31 @@ def test_a_passage_longer_than_a_chunk_is_refused_before_any_request(offline, tm
     [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert "lightrag: passage 0 has" in line and "method.chunk_token_size=8" in line
     assert requests(server) == before and not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_a_damaged_library_index_is_named_removed_and_rebuilt_from_the_cached_requests(offline, demo_sweep, tmp_path):
+    """A file of the published LightRAG index altered on disk: the next run that opens it names the file, builds
+    the index again (every indexing request answered by the response cache) and publishes it again."""
+    server, env, llm, home = offline
+    sweep, cache, _, _ = demo_sweep
+    [folder] = published(cache, "lightrag")
+    damaged = folder / "index" / "vdb_chunks.json"
+    damaged.write_text(damaged.read_text().replace('"p1', '"p9', 1))
+    proc = run_cli(
+        "run.py",
+        "method=lightrag",
+        "method.chunk_top_k=7",  # a query option no ranking was cached for: the index is opened
+        *llm,
+        "tracker=none",
+        f"cache_dir={cache}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env=env,
+    )
+    assert f"{damaged}: checksum mismatch; the folder is removed and rebuilt" in proc.stderr + proc.stdout
+    [again] = published(cache, "lightrag")
+    assert again == folder and (again / "checksums.json").is_file()
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["status"] == "ok"
+    for stage in ("lightrag/extract", "lightrag/glean"):  # rebuilt: every request of the build from the cache
+        usage = metrics["llm_usage"][stage]
+        assert usage["calls"] == usage["cache_hits"] == 45, stage
