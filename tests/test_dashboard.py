@@ -95,7 +95,15 @@ def test_the_w_and_b_report_validates_offline_and_plots_the_uniform_keys():
     )
     spec = specification(report)  # wandb-workspaces' pydantic models; raises on an invalid report
     text = str(spec)
-    for key in ("main/recall@5", "baseline/recall@5", "main_ci_lo/recall@2", "delta/recall@5", "p_value/recall@2"):
+    for key in (
+        "main/recall@5",
+        "baseline/recall@5",
+        "main_ci_lo/recall@2",
+        "delta/recall@5",
+        "p_value/recall@2",
+        "main_cost/index_tokens",  # quality against cost: one scatter per cost figure
+        "main_cost/query_latency_median_s",
+    ):
         assert key in text, key
     assert "per_query_vs_baseline" in text and "damping" in text
     assert text.count("'value': 'sweep-a'") >= 1 and text.count("'value': 'sweep-b'") >= 1  # one run set per sweep
@@ -103,6 +111,7 @@ def test_the_w_and_b_report_validates_offline_and_plots_the_uniform_keys():
     assert headings == [
         "Every method against dense",
         "Each method beside dense",
+        "Quality against cost",
         "Against each swept knob",
         "Runs",
         "Queries each method wins and loses against dense",

@@ -90,3 +90,40 @@ def test_second_run_reuses_the_cache(two_runs):
     for m in cold["methods"]:  # same numbers, cold or warm
         for k in ("recall@1", "recall@5", "em", "f1"):
             assert cold["methods"][m][k] == metrics["methods"][m][k], (m, k)
+
+
+def test_every_method_has_its_cost_ledger_cold_and_warm(two_runs):
+    """What indexing and querying cost, per method: spent by the cold run, nothing by the warm one, and the
+    same "as made" figures in both (kept with the graph, the cached rankings and the cached answers)."""
+    tmp, cold_proc, warm_proc = two_runs
+    cold, warm = (json.loads((tmp / name / "metrics.json").read_text()) for name in ("cold", "warm"))
+    for m in ("hipporag2", "dense"):
+        c, w = cold["cost"][m], warm["cost"][m]
+        assert c["index"]["unknown"] == [] and c["query"]["unknown"] == []
+        assert c["index"]["built"] == {"shared index": "now"} and w["index"]["built"] == {"shared index": "earlier"}
+        # cold: what it spent is what it cost; warm: it spent nothing, and says what it cost
+        assert c["index"]["this_run"]["texts_embedded"] == c["index"]["made"]["texts_embedded"] > 0
+        assert w["index"]["this_run"]["texts_embedded"] == 0 and w["index"]["this_run"]["llm_requests"] == 0
+        for k in ("texts_embedded", "llm_requests", "input_tokens", "output_tokens"):
+            assert w["index"]["made"][k] == c["index"]["made"][k], (m, k)
+        assert w["index"]["made"]["wall_s"] == pytest.approx(c["index"]["made"]["wall_s"], abs=0.01)
+        assert c["index"]["disk_bytes"] == w["index"]["disk_bytes"] > 0
+        # the reader: one answer per question, asked by the cold run, read from the cache by the warm one
+        n = cold["n_queries"]
+        assert c["query"]["this_run"]["reading"]["llm_requests"] == n
+        assert w["query"]["this_run"]["reading"]["llm_requests"] == 0
+        assert w["query"]["this_run"]["reading"]["llm_cache_hits"] == n
+        assert w["query"]["made"]["reading"] == c["query"]["made"]["reading"]
+        assert w["query"]["made"]["ranking"] == c["query"]["made"]["ranking"]  # kept with the cached ranking
+        q = c["query"]["per_query"]
+        assert 0 < q["latency_median_s"] <= q["latency_p95_s"] and q["llm_requests"] == pytest.approx(1.0)
+        assert q["input_tokens"] > 100  # the reader's prompt: the one-shot demonstration and the passages
+        assert f"cost {m}: index" in cold_proc.stdout and f"cost {m}: index" in warm_proc.stdout
+    # hipporag2 uses every part of the index, dense only the passage vectors
+    parts = cold["cost"]["hipporag2"]["index"]["parts"]
+    assert set(parts) == {"openie", "passage_vectors", "entity_vectors", "fact_vectors", "synonymy", "graph"}
+    assert cold["cost"]["dense"]["index"]["parts"] == ["passage_vectors"]
+    assert (
+        cold["cost"]["hipporag2"]["index"]["made"]["texts_embedded"]
+        == cold["index"]["passages"] + cold["index"]["entities"] + cold["index"]["facts"]
+    )

@@ -66,7 +66,7 @@ def test_openai_client_end_to_end_with_cache(server, tmp_path, settings):
     s = settings("filter_max_new_tokens=64")
     [kept] = recognition_filter("llm", queries, candidates, llm, s.knobs)
     assert kept.error or set(kept.facts) <= set(candidates[0])
-    raw, answers, errors = read(llm, queries, [PASSAGES[:2]], s.prompts.reader, s.reader, stage="reader")
+    raw, answers, errors, _ = read(llm, queries, [PASSAGES[:2]], s.prompts.reader, s.reader, stage="reader")
     assert errors == [None]
     assert isinstance(answers[0], str) and raw[0]
     assert models.requests == after_openie + 2

@@ -125,9 +125,16 @@ def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_hol
     first, values = ranked(demo, f"method={name}", *variant)
     assert ranking_violations(first.rankings, len(index.passages), len(dataset.queries)) == []
     assert unkeyed_reads(name, values, set(first.reads)) == set(), f"method {name} reads outside its key"
+    from hipporag.run.settings import compose, load_settings
+
+    declared = METHODS[name].parts_of(load_settings(compose(*demo[4], f"method={name}", *variant)).method.options)
+    # the cost ledger charges a method for the index parts it declares: it must read no other
+    assert set(first.index_reads) <= set(declared), f"method {name} reads index parts it does not declare"
     assert first.cache == "stored", first.cache
     again, _ = ranked(demo, f"method={name}", *variant)  # the same settings: served from the cache, intact
     assert again.cache == "loaded" and again.key == first.key and same(first.rankings, again.rankings)
+    assert again.made == first.made  # what computing it cost is kept with it, for the ledger of a warm run
+    assert first.made["spend"]["wall_s"] > 0
 
 
 @pytest.mark.slow
@@ -135,9 +142,11 @@ def test_the_reads_are_recorded_as_the_methods_read(demo, tmp_path):
     """The check above could not fail if nothing were recorded: the shipped methods read what their code says."""
     dense, _ = ranked(demo, "method=dense", rankings_in=tmp_path)
     assert dense.reads == ["query_instructions"]
+    assert dense.index_reads == ["passage_vectors"]
     plain, _ = ranked(demo, "method=hipporag2", rankings_in=tmp_path)
     assert {"damping", "passage_node_weight", "linking_top_k", "node_specificity", "ppr_engine"} <= set(plain.reads)
     assert "llm" not in plain.reads and "filter_messages" not in plain.reads
+    assert {"graph", "passage_vectors", "fact_vectors"} <= set(plain.index_reads)
     filtered, _ = ranked(demo, "method=hipporag2", "filter=llm", rankings_in=tmp_path)
     assert {"llm", "filter_messages", "filter_max_new_tokens", "filter_snap_cutoff"} <= set(filtered.reads)
     chain, _ = ranked(demo, "method=ircot", "method.max_steps=2", "method.base=hipporag2", rankings_in=tmp_path)

@@ -105,7 +105,7 @@ def context(passages, models, cache, llm, cache_dir=None):
 def tiny(models, cache, llm):
     """The tiny corpus' tree, built in memory (no cache_dir) with SmolLM2."""
     ctx = context(TINY, models, cache, llm)
-    tree, loaded = load_or_build_tree(ctx, get_method("raptor", OPTIONS).options)
+    tree, loaded, _ = load_or_build_tree(ctx, get_method("raptor", OPTIONS).options)
     return ctx, tree, loaded
 
 
@@ -119,7 +119,7 @@ def test_tree_groups_topics_and_is_deterministic(tiny):
     assert all(t.strip() for t in tree.texts)
     usage = ctx.llm.usage["raptor/summary"]
     calls, hits = usage.calls, usage.cache_hits
-    again, _ = load_or_build_tree(ctx, get_method("raptor", OPTIONS).options)  # summaries now from the LLM cache
+    again, _, _ = load_or_build_tree(ctx, get_method("raptor", OPTIONS).options)  # summaries now from the LLM cache
     assert tree_content(again) == tree_content(tree)
     assert usage.calls - calls == usage.cache_hits - hits == 4
 

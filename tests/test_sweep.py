@@ -88,7 +88,15 @@ def test_report_has_one_row_per_job_plus_baseline(joblib_sweep):
     assert len(rows) == 4 and rows[-1].startswith("| baseline | dense")
     assert [r.split(" | ")[2] for r in rows[:3]] == ["0.3", "0.5", "0.7"]
     assert "Δrecall@5 (p)" in report
+    # the cost table: each job's method, then the baseline, with what it cost as made
+    cost = report.split("## Cost", 1)[1]
+    cost_rows = [line for line in cost.splitlines() if line.startswith("| ") and not line.startswith("| job")]
+    assert len(cost_rows) == 4 and cost_rows[-1].startswith("| baseline | dense")
+    metrics = json.loads((sweep / "0" / "metrics.json").read_text())
+    texts = metrics["cost"]["hipporag2"]["index"]["made"]["texts_embedded"]
+    assert f"| {texts:,} |" in cost_rows[0]
     frame = pd.read_csv(sweep / "report.csv")
+    assert (frame[frame.method == "hipporag2"]["cost_index_texts_embedded"] == texts).all()
     assert set(frame.method) == {"hipporag2", "dense"} and "damping" in frame.columns and "recall@5_p" in frame.columns
     assert {p.name for p in (sweep / "plots").glob("*.png")} >= {
         "recall_at_5_vs_damping.png",
@@ -119,6 +127,17 @@ def test_wandb_offline_runs_are_grouped_and_complete(joblib_sweep):
             metrics["methods"]["hipporag2"]["vs_baseline"]["recall@5"]["p_value"]
         )
         assert "hipporag2/ci/recall@5/lo" in run["summary"] and "timing/total_s" in run["summary"]
+        # the cost ledger: uniform keys for any method, and the whole record
+        ledger = metrics["cost"]["hipporag2"]
+        assert run["summary"]["main_cost/index_texts_embedded"] == ledger["index"]["made"]["texts_embedded"]
+        assert (
+            run["summary"]["baseline_cost/index_texts_embedded"]
+            == (metrics["cost"]["dense"]["index"]["made"]["texts_embedded"])
+        )
+        assert run["summary"]["main_cost/query_latency_median_s"] == pytest.approx(
+            ledger["query"]["per_query"]["latency_median_s"]
+        )
+        assert run["summary"]["ledger/hipporag2/index/made/wall_s"] == pytest.approx(ledger["index"]["made"]["wall_s"])
         assert "per_query/_type" in run["history_keys"]
 
 
@@ -164,8 +183,14 @@ def test_the_sweep_writes_its_dashboard_with_the_right_numbers(joblib_sweep):
     sweep, proc = joblib_sweep
     assert f"dashboard: {sweep / 'dashboard.html'}" in proc.stdout
     page = (sweep / "dashboard.html").read_text()
-    for section in ("overview", "methods", "knobs", "runs", "queries"):
+    for section in ("overview", "methods", "cost", "knobs", "runs", "queries"):
         assert f'<section id="{section}">' in page, section
+    # quality against cost: each job's method (a dot) and the baseline once (a diamond), at its ledger's figures
+    ledgers = [json.loads((sweep / str(i) / "metrics.json").read_text())["cost"] for i in range(3)]
+    panel = re.search(r'<div class="panel" data-metric="recall@5" data-cost-axis="index_s">(.*?)</div>', page, re.S)
+    dots = [float(v) for v in re.findall(r'<circle [^>]*data-cost="([0-9.eE+-]+)"', panel.group(1))]
+    assert dots == pytest.approx([c["hipporag2"]["index"]["made"]["wall_s"] for c in ledgers], rel=1e-4)
+    assert len(re.findall(r"<path [^>]*data-cost=", panel.group(1))) == 1 and "StandardRAG baseline" in panel.group(1)
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page  # offline
     metrics = [json.loads((sweep / str(i) / "metrics.json").read_text())["methods"] for i in range(3)]
     for k in ("recall@2", "recall@5", "recall@10"):  # the runs table: each job, then the baseline row

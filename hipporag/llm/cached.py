@@ -35,6 +35,17 @@ class LLMUsage:
     request_seconds: float = 0.0  # the requests' own latencies, summed (concurrent requests overlap)
     errors: int = 0  # requests that failed (after retries): nothing made from them is cached
     unusable: int = 0  # answers that came back but could not be used (unparseable): cached, reproducible
+    # what the answers the cache gave cost when they were asked (the cost ledger's "made" figures)
+    cached_input_tokens: int = 0
+    cached_output_tokens: int = 0
+    cached_seconds: float = 0.0
+
+
+def _count_cached(usage: LLMUsage, hits: list[Generation]) -> None:
+    """Add what these cached answers cost when they were asked."""
+    usage.cached_input_tokens += sum(g.input_tokens for g in hits)
+    usage.cached_output_tokens += sum(g.output_tokens for g in hits)
+    usage.cached_seconds += sum(g.seconds for g in hits)
 
 
 class CachedLLM:
@@ -123,10 +134,12 @@ class CachedLLM:
         keys = [self.key(c, params) for c in conversations]
         found = self.store.get_many(keys)
         usage = self._stage(stage)
+        out = [Generation.from_record(found[k]) if k in found else None for k in keys]
         with self._lock:
             usage.calls += sum(k in found for k in keys)
             usage.cache_hits += sum(k in found for k in keys)
-        return [Generation.from_record(found[k]) if k in found else None for k in keys]
+            _count_cached(usage, [g for g in out if g is not None])
+        return out
 
     def generate_one(self, conversation: list[dict], stage: str = "llm", lookup: bool = True, **decoding) -> Generation:
         """One request through the cache; safe from many threads. Its answer is committed as it arrives."""
@@ -178,6 +191,7 @@ class CachedLLM:
         for i, k in enumerate(keys):
             if k in found:
                 results[i] = Generation.from_record(found[k])
+        _count_cached(usage, [g for g in results if g is not None])
         usage.calls += len(conversations)
         usage.cache_hits += len(conversations) - len(missing)
         log.info("LLM (%s): %d/%d responses from cache", stage, len(conversations) - len(missing), len(conversations))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from hipporag.core.registry import option, parse_options
 from hipporag.core.rules import integer
 from hipporag.data.dataset import Query
+from hipporag.llm.generation import Generation
 from hipporag.prompts.prompt_set import ReaderPrompt
 
 
@@ -36,13 +37,14 @@ def read(
     prompt: ReaderPrompt,
     reader: ReaderOptions,
     stage: str = "reader",
-) -> tuple[list[str], list[str], list[str | None]]:
-    """Return (raw responses, extracted answers, request errors) for each query; a failed request has the
-    error set and an empty answer, which scores 0 and is counted, never cached."""
+) -> tuple[list[str], list[str], list[str | None], list[Generation]]:
+    """Return (raw responses, extracted answers, request errors, the responses themselves: what each cost) for
+    each query; a failed request has the error set and an empty answer, which scores 0 and is counted, never
+    cached."""
     conversations = [prompt.messages(q.question, ctx) for q, ctx in zip(queries, contexts)]
     responses = llm.generate(conversations, stage=stage, max_new_tokens=reader.max_new_tokens)
     raw = [r.text for r in responses]
-    return raw, [prompt.extract_answer(r) for r in raw], [r.error for r in responses]
+    return raw, [prompt.extract_answer(r) for r in raw], [r.error for r in responses], responses
 
 
 def reader_contexts(rankings, passages: list[str], qa_top_k: int) -> list[list[str]]:

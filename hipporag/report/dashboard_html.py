@@ -12,7 +12,10 @@ import math
 from datetime import datetime, timezone
 
 from hipporag.report.comparison import RUN_TABLE_METRICS, Comparison, cases, chain_text, outcome_counts, seed_text
-from hipporag.report.figures import METRIC_LABELS, pct
+from hipporag.report.figures import METRIC_LABELS, finite, pct
+from hipporag.report.wandb_report import COST_AXES  # what the quality-against-cost plots put on x (log scale)
+from hipporag.run.ledger import SCHEMA as LEDGER_SCHEMA
+from hipporag.run.ledger import headline
 
 MAIN_COLOUR, BASE_COLOUR = "#1f77b4", "#7f7f7f"
 CASES_SHOWN = 25  # per job and side; the rest are counted (comparison.md and the W&B table hold all)
@@ -133,6 +136,102 @@ def knob_chart(knob: str, metric: str, points: list[tuple[str, float | None, flo
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def cost_chart(title: str, x_label: str, points: list[tuple[str, float, float, str]]) -> str:
+    """Quality (y, %) against a cost (x, log scale; 0 drawn at the left edge), one dot per method and job;
+    `points`: (label, cost, quality, main|baseline); the baseline (StandardRAG) is a grey diamond."""
+    left, top, width, height = 60, 30, 420, 220
+    positive = [x for _, x, _, _ in points if x > 0]
+    lo_x = math.floor(math.log10(min(positive))) if positive else 0
+    hi_x = max(math.ceil(math.log10(max(positive))), lo_x + 1) if positive else 1
+    zero_gap = 24  # where a zero cost is drawn, left of the first decade
+    px = lambda v: left + 6 if v <= 0 else left + zero_gap + (width - zero_gap) * (math.log10(v) - lo_x) / (hi_x - lo_x)
+    ys = [q for _, _, q, _ in points]
+    y_lo = max(0.0, math.floor(10 * min(ys) - 0.5) / 10)
+    y_hi = min(1.0, math.ceil(10 * max(ys) + 0.5) / 10)
+    py = lambda v: top + height * (1 - (v - y_lo) / max(y_hi - y_lo, 1e-9))
+    parts = [
+        f'<svg class="chart" role="img" aria-label="{esc(title)}" width="{left + width + 220}" '
+        f'height="{top + height + 44}" xmlns="http://www.w3.org/2000/svg">',
+        f'<text x="4" y="16" class="title">{esc(title)}</text>',
+    ]
+    for i in range(5):
+        tick = y_lo + (y_hi - y_lo) * i / 4
+        parts.append(f'<line x1="{left}" y1="{py(tick):.1f}" x2="{left + width}" y2="{py(tick):.1f}" class="grid"/>')
+        parts.append(f'<text x="{left - 6}" y="{py(tick) + 4:.1f}" class="label">{100 * tick:g}</text>')
+    for decade in range(lo_x, hi_x + 1):
+        x = px(10.0**decade)
+        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + height}" class="grid"/>')
+        parts.append(f'<text x="{x:.1f}" y="{top + height + 16}" class="tick">{10.0**decade:g}</text>')
+    if any(x <= 0 for _, x, _, _ in points):
+        parts.append(f'<text x="{left + 6}" y="{top + height + 16}" class="tick">0</text>')
+    parts.append(f'<text x="{left + width / 2}" y="{top + height + 36}" class="tick">{esc(x_label)}</text>')
+    placed: list[tuple[float, float]] = []
+    for label, x, q, kind in points:
+        cx, cy = px(x), py(q)
+        ty = cy + 4
+        while any(abs(ty - y) < 12 and abs(cx - x0) < 90 for x0, y in placed):  # labels of close dots: stacked
+            ty += 12
+        placed.append((cx, ty))
+        tip = f"<title>{esc(label)}: {pct(q)} at {x:,.4g}</title>"
+        if kind == "baseline":
+            d = f"M{cx:.1f},{cy - 6:.1f} L{cx + 6:.1f},{cy:.1f} L{cx:.1f},{cy + 6:.1f} L{cx - 6:.1f},{cy:.1f} Z"
+            parts.append(f'<path d="{d}" fill="{BASE_COLOUR}" data-value="{q:.6f}" data-cost="{x:.6g}">{tip}</path>')
+        else:
+            parts.append(
+                f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{MAIN_COLOUR}" data-value="{q:.6f}" '
+                f'data-cost="{x:.6g}">{tip}</circle>'
+            )
+        parts.append(f'<text x="{cx + 8:.1f}" y="{ty:.1f}" class="value">{esc(label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def cost_points(c: Comparison, metric: str, axis: str) -> list[tuple[str, float, float, str]]:
+    """(label, cost, quality, main|baseline) per job's method, and the baseline once (or per job when it
+    moved), for jobs whose metrics.json has a cost ledger (`run.ledger`)."""
+    points, seen_baseline = [], set()
+    for j in c.jobs:
+        costs = j.metrics.get("cost") or {}
+        for side, name in (("main", j.main), ("baseline", j.baseline)):
+            ledger = costs.get(name) if name else None
+            quality = j.value(side, metric)[0]
+            if not isinstance(ledger, dict) or ledger.get("schema") != LEDGER_SCHEMA or quality is None:
+                continue
+            cost = finite(headline(ledger).get(axis))
+            if cost is None or (side == "baseline" and (cost, quality) in seen_baseline):
+                continue
+            if side == "baseline":
+                seen_baseline.add((cost, quality))
+            points.append((f"{name} (StandardRAG baseline)" if side == "baseline" else j.label, cost, quality, side))
+    return points
+
+
+def _cost_section(c: Comparison) -> str:
+    """Quality against cost: each method's R@5 (F1 where recall is not defined) against what it cost to index
+    and to query, as made (`run.ledger`: cached work counted at what it cost when it was made)."""
+    out = []
+    for metric in ("recall@5", "f1"):
+        if metric not in c.metrics:
+            continue
+        for axis, x_label in COST_AXES.items():
+            points = cost_points(c, metric, axis)
+            if axis == "index_tokens" and not any(x > 0 for _, x, _, _ in points):
+                continue  # no LLM indexing in these runs (spaCy OpenIE): the seconds axis says it
+            if points:
+                title = f"{METRIC_LABELS.get(metric, metric)} against {x_label}"
+                out.append(f'<div class="panel" data-metric="{esc(metric)}" data-cost-axis="{esc(axis)}">')
+                out.append(cost_chart(title, x_label, points) + "</div>")
+    if not out:
+        return ""
+    return (
+        '<section id="cost"><h2>Quality against cost</h2><p>Each dot: a job\'s method; grey diamond: the '
+        "StandardRAG baseline. Cost as made (cached work at what it cost when it was made); x on a log scale, a "
+        "zero cost at the left edge. Every figure is in each job's metrics.json <code>cost</code>.</p>"
+        + "".join(out)
+        + "</section>"
+    )
 
 
 def _methods_section(c: Comparison) -> str:
@@ -351,6 +450,7 @@ def render(c: Comparison) -> str:
             f"<h1>{esc(title)}</h1><p>Written {stamp} by <code>python -m hipporag.dashboard</code>.</p>",
             _overview(c),
             _methods_section(c),
+            _cost_section(c),
             _knobs_section(c),
             _runs_section(c),
             _queries_section(c),

@@ -21,11 +21,25 @@ from hipporag.core.errors import EXIT_DEGRADED, EXIT_USER_ERROR, UserError
 from hipporag.core.redact import redact, redact_file, register_config
 from hipporag.report.figures import finite
 from hipporag.report.markdown import md_cell, md_row, md_text
+from hipporag.run.ledger import SCHEMA as LEDGER_SCHEMA
+from hipporag.run.ledger import headline
 from hipporag.run.sweep_folders import read_sweep, swept_knobs, varying_overrides
 
 log = logging.getLogger(__name__)
 
 HEADLINE = ("recall@2", "recall@5", "recall@10", "em", "f1")
+# the cost ledger's headline figures (`run.ledger.headline`), as made: columns of report.csv, a table of report.md
+COST_COLUMNS = {
+    "index_tokens": ("index LLM tokens", "{:,.0f}"),
+    "index_llm_requests": ("index LLM requests", "{:,.0f}"),
+    "index_texts_embedded": ("texts embedded", "{:,.0f}"),
+    "index_s": ("index s", "{:,.1f}"),
+    "index_peak_rss_mb": ("index peak MiB", "{:,.0f}"),
+    "index_disk_mb": ("index MiB on disk", "{:,.1f}"),
+    "query_tokens": ("tokens / query", "{:,.0f}"),
+    "query_latency_median_s": ("latency median s", "{:.3f}"),
+    "query_latency_p95_s": ("latency p95 s", "{:.3f}"),
+}
 
 
 class Collected(NamedTuple):
@@ -61,6 +75,9 @@ def collect(sweep_dir: Path) -> Collected:
                 row[f"{key}_lo"], row[f"{key}_hi"] = ci if ci else (None, None)
                 vs = (m.get("vs_baseline") or {}).get(key) or {}
                 row[f"{key}_delta"], row[f"{key}_p"] = vs.get("delta"), vs.get("p_value")
+            ledger = (metrics.get("cost") or {}).get(method)
+            figures = headline(ledger) if isinstance(ledger, dict) and ledger.get("schema") == LEDGER_SCHEMA else {}
+            row.update({f"cost_{k}": finite(figures.get(k)) for k in COST_COLUMNS})
             rows.append(row)
     return Collected(pd.DataFrame(rows), swept, sweep.left_out)
 
@@ -96,6 +113,27 @@ def to_markdown(frame: pd.DataFrame, swept: list[str]) -> str:
         cells += [_fmt(b[k], b[f"{k}_lo"], b[f"{k}_hi"]) for k in metrics] + ["" for _ in metrics]
         lines.append(md_row(cells))
     return "\n".join(lines)
+
+
+def cost_markdown(frame: pd.DataFrame, swept: list[str]) -> str:
+    """What each job's method (and the baseline, once) cost to index and to query, as made (`run.ledger`)."""
+    shown = [k for k in COST_COLUMNS if f"cost_{k}" in frame and frame[f"cost_{k}"].notna().any()]
+    if not shown:
+        return ""
+    header = ["job", "method", *swept] + [COST_COLUMNS[k][0] for k in shown]
+    lines = [md_row(md_cell(h) for h in header), "|" + "---|" * len(header)]
+    rows = [r for _, r in frame[~frame.is_baseline].iterrows()] + [r for _, r in frame[frame.is_baseline].iterrows()][
+        :1
+    ]
+    for r in rows:
+        cells = [md_cell("baseline" if r.is_baseline else r.job), md_cell(r.method)]
+        cells += ["" if r.is_baseline else md_cell(r[k]) for k in swept]
+        cells += ["-" if pd.isna(r[f"cost_{k}"]) else COST_COLUMNS[k][1].format(r[f"cost_{k}"]) for k in shown]
+        lines.append(md_row(cells))
+    return (
+        "\n\n## Cost\n\nWhat each method cost to index and to query, as made (cached work counted at what it cost "
+        "when it was made; each job's metrics.json `cost` has this run's spend too).\n\n" + "\n".join(lines)
+    )
 
 
 def plot(frame: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]:
@@ -177,6 +215,7 @@ def write_collected(
         + "".join(n + "\n\n" for n in notes)
         + f"swept: {md_text(', '.join(swept)) or '(nothing)'}\n\n"
         + to_markdown(frame, swept)
+        + cost_markdown(frame, swept)
     )
     text = redact(text)
     atomic_write_text(sweep_dir / "report.md", text + "\n")  # parallel jobs may rewrite it at once

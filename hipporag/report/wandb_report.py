@@ -13,6 +13,13 @@ from pathlib import Path
 
 from hipporag.report.figures import METRIC_LABELS as NAMES
 
+# the cost figures the quality-against-cost panels put on x (`run.ledger.headline`), as the dashboard does
+COST_AXES = {
+    "index_tokens": "indexing LLM tokens",
+    "index_s": "indexing seconds",
+    "query_latency_median_s": "query latency, median (s)",
+}
+
 
 def build_report(
     *,
@@ -61,6 +68,17 @@ def build_report(
                     title=f"{NAMES.get(m, m)} vs {knob}", x=wr.Config(f"swept.{knob}"), y=wr.SummaryMetric(f"main/{m}")
                 )
             )
+    # quality against cost (run.ledger's headline figures, as made), one dot per run: W&B's own scatter plot
+    cost_panels = [
+        wr.ScatterPlot(
+            title=f"{NAMES.get(m, m)} against {label}",
+            x=wr.SummaryMetric(f"main_cost/{axis}"),
+            y=wr.SummaryMetric(f"main/{m}"),
+        )
+        for m in metrics
+        if m in ("recall@5", "f1")
+        for axis, label in COST_AXES.items()
+    ]
     blocks = [
         wr.H1(f"Every method against {base}"),
         wr.P(
@@ -70,6 +88,15 @@ def build_report(
         wr.H2(f"Each method beside {base}"),
         wr.PanelGrid(runsets=runsets, panels=side_by_side),
     ]
+    if cost_panels:
+        blocks += [
+            wr.H2("Quality against cost"),
+            wr.P(
+                f"x: what the run's method cost (main_cost/...; {base}'s own in baseline_cost/...), as made: cached "
+                "work counted at what it cost when it was made."
+            ),
+            wr.PanelGrid(runsets=runsets, panels=cost_panels),
+        ]
     if knob_panels:
         blocks += [wr.H2("Against each swept knob"), wr.PanelGrid(runsets=runsets, panels=knob_panels)]
     blocks += [

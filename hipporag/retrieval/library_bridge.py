@@ -30,6 +30,7 @@ from hipporag.cache.files import atomic_write_json
 from hipporag.cache.folders import load_or_build_folder
 from hipporag.cache.keys import stable_key
 from hipporag.core.errors import MissingDependencyError
+from hipporag.core.meter import measure
 
 log = logging.getLogger(__name__)
 
@@ -127,14 +128,20 @@ class Uncacheable(Exception):
 
 
 def library_index(
-    cache_dir: Path | None, library: str, identity: dict, build: Callable[[Path], dict], work_root: Path
+    cache_dir: Path | None,
+    library: str,
+    identity: dict,
+    build: Callable[[Path], dict],
+    work_root: Path,
+    counters: tuple = (None, None),
 ) -> tuple[Path, bool, dict]:
     """(a private working copy of the index folder, loaded from the cache?, the build's manifest).
 
     `build(folder)` runs the library's indexing into `folder` and returns its stats; it raises `Uncacheable`
     (with the folder it built) when a request failed, and the folder is then used once, unpublished. The
     published folder is never written again: the library queries a copy under `work_root`, so whatever it
-    writes at query time stays out of the cache."""
+    writes at query time stays out of the cache. What the build spent (`counters`: the run's LLM and
+    embedding cache, `core.meter`) is kept in the manifest as `spend`, for every later run's cost ledger."""
     work_root.mkdir(parents=True, exist_ok=True)
     if cache_dir is None:
         folder = Path(tempfile.mkdtemp(prefix=f"{library}-", dir=work_root))
@@ -150,7 +157,8 @@ def library_index(
     def write(tmp: Path) -> None:
         t0 = time.perf_counter()
         try:
-            stats = build(tmp / "index")
+            with measure(*counters) as spend:
+                stats = build(tmp / "index")
         except Uncacheable as e:
             # keep what was built for this run: moved out of the temporary folder `building` will remove
             keep = Path(tempfile.mkdtemp(prefix=f"{library}-unpublished-", dir=work_root))
@@ -160,7 +168,13 @@ def library_index(
             raise
         atomic_write_json(
             tmp / "manifest.json",
-            {"identity": identity, "created": time.time(), "build_s": time.perf_counter() - t0, "stats": stats},
+            {
+                "identity": identity,
+                "created": time.time(),
+                "build_s": time.perf_counter() - t0,
+                "stats": stats,
+                "spend": spend.as_dict(),
+            },
         )
 
     try:

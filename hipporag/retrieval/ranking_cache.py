@@ -16,7 +16,7 @@ import json
 import logging
 import struct
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ import numpy as np
 from hipporag.cache.files import atomic_write_bytes
 from hipporag.cache.keys import bytes_digest, file_digest, stable_key
 from hipporag.core import failpoints
+from hipporag.core.meter import Spend, measure
 from hipporag.core.registry import Configured
 from hipporag.prompts.loading import shipped
 from hipporag.retrieval.methods import METHODS, get_method
@@ -113,12 +114,22 @@ def unkeyed_reads(method: str, values: dict, reads: set[str]) -> set[str]:
 @dataclass
 class Ranked:
     """A method's rankings and how the cache served them: `cache` is `loaded`, `stored`, or `not stored: <why>`;
-    `reads` is what the method read (None when loaded)."""
+    `reads` is what the method read (None when loaded).
+
+    For the cost ledger: `spend` is what this run spent ranking (loading included), `made` what computing the
+    ranking cost when it was computed (`{"spend": ..., "own_index": ...}`: kept with a cached ranking; None for
+    one cached by a version that did not keep it), `own_index` the index the method built for itself this run
+    (`OwnIndexCost.as_dict()`; None when it has none or the ranking was loaded), `index_reads` the parts of the
+    shared index it read (None when loaded)."""
 
     rankings: list[Ranking]
     cache: str
     key: str | None
     reads: list[str] | None
+    spend: Spend = field(default_factory=Spend)
+    made: dict | None = None
+    own_index: dict | None = None
+    index_reads: list[str] | None = None
 
 
 def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict) -> Ranked:
@@ -135,13 +146,20 @@ def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict
         )
         key, why_not = None, "this run's incomplete graph"
     if key:
-        loaded = load_rankings(ctx.cache_dir, key)
+        with measure(ctx.llm, ctx.embeddings) as spend:
+            loaded, made = load_ranked(ctx.cache_dir, key)
         if loaded is not None:
             log.info("Rankings (%s): loaded from cache", name)
-            return Ranked(loaded, "loaded", key, None)
+            return Ranked(loaded, "loaded", key, None, spend=spend, made=made)
     reads: set[str] = set()
+    index_reads: set[str] = set()
     failed_before = ctx.llm.failed_requests() if ctx.llm is not None else 0
-    rankings = get_method(name, method).retrieve(recording_context(ctx, reads), queries)
+    instance = get_method(name, method)
+    with measure(ctx.llm, ctx.embeddings) as spend:
+        rankings = instance.retrieve(recording_context(ctx, reads, index_reads), queries)
+    own = getattr(instance, "index_cost", None)
+    own_index = own.as_dict() if own is not None else None
+    made = {"spend": (spend - own.this_run if own is not None else spend).as_dict(), "own_index": own_index}
     problems = ranking_violations(rankings, len(index.passages), len(queries))
     if problems:
         raise RankingContractError(f"method {name} broke the Ranking contract: {'; '.join(problems[:3])}")
@@ -154,10 +172,10 @@ def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict
         why_not = f"{failed} LLM requests failed while ranking"
         log.warning("Rankings (%s): not cached: %s; a rerun asks again", name, why_not)
     elif key:
-        save_rankings(ctx.cache_dir, key, rankings)
+        save_rankings(ctx.cache_dir, key, rankings, made)
         failpoints.hit("rankings.saved")
     cache = "stored" if key and not why_not else f"not stored: {why_not or 'no cache folder'}"
-    return Ranked(rankings, cache, key, sorted(reads))
+    return Ranked(rankings, cache, key, sorted(reads), spend, made, own_index, sorted(index_reads))
 
 
 def _checksum(arrays: dict[str, np.ndarray]) -> str:
@@ -171,9 +189,15 @@ def _checksum(arrays: dict[str, np.ndarray]) -> str:
 
 def load_rankings(cache_dir: Path, key: str) -> list[Ranking] | None:
     """The cached rankings, or None: absent, or damaged (then reported, deleted, and recomputed by the caller)."""
+    return load_ranked(cache_dir, key)[0]
+
+
+def load_ranked(cache_dir: Path, key: str) -> tuple[list[Ranking] | None, dict | None]:
+    """(the cached rankings, what computing them cost), or (None, None): absent, or damaged (then reported,
+    deleted, and recomputed by the caller). The cost is None for a file written before it was kept."""
     path = Path(cache_dir) / "rankings" / f"{key}.npz"
     if not path.is_file():
-        return None
+        return None, None
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files if name != "checksum"}
@@ -188,10 +212,11 @@ def load_rankings(cache_dir: Path, key: str) -> list[Ranking] | None:
         if "lengths" in arrays:  # partial rankings of different lengths, stored end to end
             cuts = np.cumsum(arrays["lengths"])[:-1]
             orders, scores = np.split(orders, cuts), np.split(scores, cuts)
+        cost = json.loads(str(arrays["cost"])) if "cost" in arrays else None
         return [
             Ranking(order=o, scores=s, diagnostics=d, contexts=c)
             for o, s, d, c in zip(orders, scores, diags, contexts, strict=True)
-        ]
+        ], cost
     # what zipfile and numpy raise on damaged bytes (NotImplementedError, a RuntimeError: a garbled zip header)
     except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError, RuntimeError, struct.error) as e:
         log.warning("%s: damaged cached rankings (%s); deleted, they are recomputed", path, e)
@@ -199,10 +224,10 @@ def load_rankings(cache_dir: Path, key: str) -> list[Ranking] | None:
             path.unlink(missing_ok=True)
         except OSError:  # another user's file: the recomputed ranking replaces it (atomic rename)
             pass
-        return None
+        return None, None
 
 
-def save_rankings(cache_dir: Path, key: str, rankings: list[Ranking]) -> None:
+def save_rankings(cache_dir: Path, key: str, rankings: list[Ranking], cost: dict | None = None) -> None:
     lengths = [len(r.order) for r in rankings]
     uniform = len(set(lengths)) <= 1
     join = np.stack if uniform else np.concatenate  # partial rankings (`Ranking`) differ in length
@@ -213,6 +238,8 @@ def save_rankings(cache_dir: Path, key: str, rankings: list[Ranking]) -> None:
         "diagnostics": np.array(json.dumps([r.diagnostics for r in rankings], default=float)),
         # the reader's texts, when a method sets them
         "contexts": np.array(json.dumps([r.contexts for r in rankings])),
+        # what computing them cost (the ranking, the method's own index): a run that loads them still says it
+        **({"cost": np.array(json.dumps(cost))} if cost is not None else {}),
     }
     buf = io.BytesIO()
     np.savez(buf, **arrays, checksum=np.array(_checksum(arrays)))

@@ -13,6 +13,9 @@ Names, as `ranking_cache.key_values` gives them:
   `role_digests`) reads them all;
 - the embedder's query instructions (`ctx.query_vectors`, `ctx.embeddings.embedder.query_prefix`) are
   `query_instructions`.
+What it reads of the index is noted apart, as parts (`index.build.INDEX_PARTS`), for the cost ledger: the
+vectors of passages, entities or facts, the extraction (entities, facts, their counts), the graph (and what it
+is made of: `GRAPH_PARTS`). The passages themselves are the corpus, in every method's reach.
 A method's options reach it through its constructor and enter its key as `method_options` (the registry
 adds that name for every method with options). The index, the questions and the embedder (its identity is
 part of the index's) are in every key.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 from hipporag.core.knobs import Knobs
+from hipporag.index.build import GRAPH_PARTS
 from hipporag.prompts.prompt_set import ROLES
 
 LLM_READ = "llm"
@@ -112,15 +116,38 @@ class EmbeddingReads(_Recorder):
         return getattr(self._target, name)
 
 
+class IndexReads(_Recorder):
+    """The index: each attribute that holds a part of it notes that part (`INDEX_ATTRIBUTE_PARTS`)."""
+
+    def __getattr__(self, name):
+        self._reads.update(INDEX_ATTRIBUTE_PARTS.get(name, ()))
+        return getattr(self._target, name)
+
+
+INDEX_ATTRIBUTE_PARTS = {
+    "passage_vecs": ("passage_vectors",),
+    "entity_vecs": ("entity_vectors",),
+    "fact_vecs": ("fact_vectors",),
+    "entities": ("openie",),
+    "facts": ("openie",),
+    "entity_passage_count": ("openie",),
+    "n_entities": ("openie",),
+    "passage_node": ("openie",),
+    "graph": GRAPH_PARTS,
+    "stats": GRAPH_PARTS,
+}
+
 _KNOB_NAMES = frozenset(f.name for f in dataclasses.fields(Knobs))
 
 
-def recording_context(ctx, reads: set[str]):
-    """A copy of a `RetrievalContext` whose knobs, LLM, prompt set and embeddings note into `reads`."""
+def recording_context(ctx, reads: set[str], index_reads: set[str] | None = None):
+    """A copy of a `RetrievalContext` whose knobs, LLM, prompt set and embeddings note into `reads`, and whose
+    index notes the parts read into `index_reads` (when given)."""
     from hipporag.prompts.loading import shipped
 
     return dataclasses.replace(
         ctx,
+        index=IndexReads(ctx.index, index_reads) if index_reads is not None else ctx.index,
         knobs=KnobReads(ctx.knobs, reads),
         llm=LLMReads(ctx.llm, reads) if ctx.llm is not None else None,
         prompts=PromptReads(ctx.prompts or shipped(), reads),

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from hipporag.cache.fs import set_cache_mode
 from hipporag.core import failpoints
+from hipporag.core.meter import measure
 from hipporag.core.redact import redact
 from hipporag.data.sources import load_dataset
 from hipporag.eval import metrics as M
@@ -26,6 +27,7 @@ from hipporag.llm.backends import build_llm
 from hipporag.llm.reader import read, reader_contexts
 from hipporag.retrieval.methods import RetrievalContext
 from hipporag.retrieval.ranking_cache import key_values, rank
+from hipporag.run.ledger import method_ledger
 from hipporag.run.provenance import collect_provenance
 from hipporag.run.settings import Settings, load_settings
 from hipporag.run.summary import format_summary, llm_failures, unusable_answers
@@ -130,6 +132,7 @@ def run_experiment(
     queries = dataset.queries
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
+    ledgers: dict[str, dict] = {}
     ranking_records: dict[str, dict] = {}
     for method in settings.methods_to_run():
         name = method.name
@@ -140,12 +143,17 @@ def run_experiment(
         t_retrieve = time.perf_counter() - t0
         contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
         t0 = time.perf_counter()
-        raw, answers, read_errors = (
-            read(llm, queries, contexts, settings.prompts.reader, settings.reader, stage=f"reader/{name}")
-            if knobs.read
-            else (None, None, None)
-        )
+        with measure(llm, None) as read_spend:
+            raw, answers, read_errors, responses = (
+                read(llm, queries, contexts, settings.prompts.reader, settings.reader, stage=f"reader/{name}")
+                if knobs.read
+                else (None, None, None, None)
+            )
         t_read = time.perf_counter() - t0
+        parts = method.part.parts_of(method.options)
+        ledgers[name] = method_ledger(
+            parts, report, ranked, read_spend if knobs.read else None, responses, len(queries)
+        )
         summary, records = score_method(
             name, queries, index, rankings, answers, raw, knobs.retrieval_top_k, read_errors
         )
@@ -189,6 +197,7 @@ def run_experiment(
         "baseline": knobs.baseline,
         "methods": method_metrics,
         "rankings": ranking_records,  # per method: how the ranking cache served it, and what the method read
+        "cost": ledgers,  # per method: what indexing and querying cost, this run and as made (run.ledger)
         "bootstrap": {"resamples": M.BOOTSTRAP_RESAMPLES, "seed": M.BOOTSTRAP_SEED, "level": 0.95},
         "index": {
             "key": report.key,

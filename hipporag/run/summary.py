@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hipporag.run.ledger import cost_line
+
 SUMMARY_KS = (1, 2, 5, 10)
 
 
@@ -75,6 +77,7 @@ def format_summary(metrics: dict) -> str:
     )
     out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t.items()))
     out.extend(index_cost_lines(idx.get("cost") or {}))
+    out.extend(cost_line(name, ledger) for name, ledger in (metrics.get("cost") or {}).items())
     for stage, u in metrics.get("llm_usage", {}).items():
         out.append(
             f"LLM {stage}: {u['calls']} calls ({u['cache_hits']} cached), {u['input_tokens']} in / "

@@ -29,6 +29,7 @@ from hipporag.core.redact import redact, redact_obj, redact_yaml, redacted_argv
 from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, is_number, number, text
 from hipporag.eval.paired import pair_records
+from hipporag.run.ledger import headline
 
 log = logging.getLogger(__name__)
 
@@ -291,7 +292,7 @@ class WandbTracker:
 
 def wandb_summary(metrics: dict) -> dict:
     """Every number of the run as a W&B summary key: per method (CIs, the paired test, IRCoT chains), the uniform
-    keys, status, timings, LLM usage, index cost."""
+    keys, status, timings, LLM usage, index cost, each method's cost ledger."""
     summary = {}
     for method, values in metrics["methods"].items():
         flat = flatten(
@@ -315,7 +316,24 @@ def wandb_summary(metrics: dict) -> dict:
     cost = (metrics.get("index") or {}).get("cost") or {}
     summary.update({f"index/cost/{k.replace('.', '/')}": v for k, v in flatten(cost).items() if is_number(v)})
     summary["index/built"] = cost.get("built", "")
+    summary.update(cost_keys(metrics))
     return summary
+
+
+def cost_keys(metrics: dict) -> dict:
+    """The cost ledger in W&B: every method's headline figures (`cost/<method>/<figure>`, as made) and the same
+    under uniform keys, `main_cost/<figure>` and `baseline_cost/<figure>`, so that one panel plots any method's
+    quality against its cost; the whole ledger is flattened under `ledger/<method>/...`."""
+    out = {}
+    sides = {"main": metrics.get("method"), "baseline": metrics.get("baseline")}
+    for method, ledger in (metrics.get("cost") or {}).items():
+        figures = headline(ledger)
+        out.update({f"cost/{method}/{k}": v for k, v in figures.items()})
+        for side, name in sides.items():
+            if name == method:
+                out.update({f"{side}_cost/{k}": v for k, v in figures.items()})
+        out.update({f"ledger/{method}/{k.replace('.', '/')}": v for k, v in flatten(ledger).items() if is_number(v)})
+    return out
 
 
 def per_query_tables(metrics: dict, records: list[dict]) -> dict[str, pd.DataFrame]:

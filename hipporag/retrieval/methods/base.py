@@ -10,6 +10,7 @@ from typing import Protocol
 import numpy as np
 
 from hipporag.core.knobs import Knobs
+from hipporag.core.meter import Spend
 from hipporag.data.dataset import Query
 from hipporag.index.build import Index
 from hipporag.index.embed import EmbeddingCache
@@ -36,6 +37,37 @@ class Ranking:
     scores: np.ndarray
     diagnostics: dict = field(default_factory=dict)
     contexts: list[str] | None = None
+
+
+@dataclass
+class OwnIndexCost:
+    """An index a method builds for itself (RAPTOR's tree, a library's index), in the cost ledger: `built` is
+    `now`, `earlier` (loaded from the cache) or `this run only` (not cached: a request failed); `made` is what
+    it cost when it was built (None: built by a version that did not record it), `this_run` what this run
+    spent on it (building, or loading and copying)."""
+
+    what: str
+    built: str
+    made: Spend | None
+    this_run: Spend
+    disk_bytes: int
+
+    @classmethod
+    def of(cls, what: str, loaded: bool, manifest: dict, this_run: Spend, folder: Path | None) -> OwnIndexCost:
+        """From a built folder's manifest (its `spend`, recorded at build time) and this run's measure."""
+        built = "earlier" if loaded else "this run only" if manifest.get("failures") else "now"
+        made = this_run if built == "this run only" else Spend.from_dict(manifest.get("spend"))
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder and folder.is_dir() else 0
+        return cls(what=what, built=built, made=made, this_run=this_run, disk_bytes=size)
+
+    def as_dict(self) -> dict:
+        return {
+            "what": self.what,
+            "built": self.built,
+            "made": None if self.made is None else self.made.as_dict(),
+            "this_run": self.this_run.as_dict(),
+            "disk_bytes": self.disk_bytes,
+        }
 
 
 @dataclass

@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from hipporag.data.dataset import Query
+from hipporag.index.build import INDEX_PARTS
 from hipporag.retrieval.methods.base import (
     Ranking,
     RetrievalContext,
@@ -43,6 +44,7 @@ RESET_BLOCK_BYTES = 1 << 27
 
 @register_method(
     "hipporag2",
+    index_parts=INDEX_PARTS,
     cache_knobs=(
         "query_instructions",
         "damping",

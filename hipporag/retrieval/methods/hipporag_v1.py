@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from hipporag.core.registry import option
 from hipporag.core.rules import choice
 from hipporag.data.dataset import Query
+from hipporag.index.build import GRAPH_PARTS
 from hipporag.retrieval.methods.base import Ranking, RetrievalContext, rank_desc
 from hipporag.retrieval.methods.dense import dense_scores
 from hipporag.retrieval.methods.query_ner import (
@@ -56,6 +57,7 @@ def _entity_structures(index):
 
 @register_method(
     "hipporag",
+    index_parts=(*GRAPH_PARTS, "passage_vectors"),  # dense scores: the fallback of a question with no seed
     cache_knobs=(
         "damping",
         "node_specificity",

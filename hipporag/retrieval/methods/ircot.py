@@ -102,6 +102,7 @@ def first_sentence(text: str) -> str:
     setting_fields=("retriever", "llm"),
     llm_role="step LLM",
     base_of=_base_of,
+    index_parts=lambda o: METHODS[base_method(o).name].parts_of(base_method(o).options),
     prompt_roles=lambda o: ("ircot",) if o.max_steps > 1 else (),
 )
 class IrcotRetriever:
@@ -109,6 +110,11 @@ class IrcotRetriever:
         self.options = options
         self.base_configured = base_method(options)
         self.base = METHODS.build(self.base_configured)
+
+    @property
+    def index_cost(self):
+        """The base's own index, when it builds one (RAPTOR's tree): IRCoT over it pays for it."""
+        return getattr(self.base, "index_cost", None)
 
     def _thought(self, text: str) -> str:
         return first_sentence(text) if self.options.thought == "first_sentence" else text

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from hipporag.core.errors import DatasetError, MissingDependencyError
+from hipporag.core.meter import measure
 from hipporag.core.registry import option, options_dict
 from hipporag.core.rules import choice, integer, number, text
 from hipporag.data.dataset import Query
@@ -45,7 +46,7 @@ from hipporag.retrieval.library_bridge import (
     library_index,
     library_version,
 )
-from hipporag.retrieval.methods.base import Ranking, RetrievalContext
+from hipporag.retrieval.methods.base import OwnIndexCost, Ranking, RetrievalContext
 from hipporag.retrieval.methods.registry import register_method
 
 log = logging.getLogger(__name__)
@@ -278,7 +279,12 @@ class LightRAGMethod:
         work_root = Path(ctx.cache_dir or Path.cwd()) / "tmp"
         identity = self._identity(ctx, version, dim)
         build = lambda folder: self._build(folder, llm, embedder, prefix, dim, passages)
-        folder, self.index_loaded, manifest = library_index(ctx.cache_dir, "lightrag", identity, build, work_root)
+        counters = (ctx.llm, ctx.embeddings)
+        with measure(*counters) as spend:
+            folder, self.index_loaded, manifest = library_index(
+                ctx.cache_dir, "lightrag", identity, build, work_root, counters
+            )
+        self.index_cost = OwnIndexCost.of("lightrag index", self.index_loaded, manifest, spend, folder)
         return folder, dim, manifest
 
     # ------------------------------------------------------------------------------------- retrieve

@@ -52,6 +52,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from hipporag.core.errors import DatasetError, SettingError
+from hipporag.core.meter import measure
 from hipporag.core.registry import option, options_dict
 from hipporag.core.rules import Rule, boolean, choice, integer, number, text
 from hipporag.data.dataset import Query
@@ -64,7 +65,7 @@ from hipporag.retrieval.library_bridge import (
     library_index,
     library_version,
 )
-from hipporag.retrieval.methods.base import Ranking, RetrievalContext
+from hipporag.retrieval.methods.base import OwnIndexCost, Ranking, RetrievalContext
 from hipporag.retrieval.methods.registry import register_method
 
 log = logging.getLogger(__name__)
@@ -566,7 +567,12 @@ class GraphRAGMethod:
         work_root = Path(ctx.cache_dir or Path.cwd()) / "tmp"
         identity = self._identity(ctx, version, dim)
         build = lambda folder: self._build(lib, folder, llm, dim, passages, work_root)
-        folder, self.index_loaded, manifest = library_index(ctx.cache_dir, "graphrag", identity, build, work_root)
+        counters = (ctx.llm, ctx.embeddings)
+        with measure(*counters) as spend:
+            folder, self.index_loaded, manifest = library_index(
+                ctx.cache_dir, "graphrag", identity, build, work_root, counters
+            )
+        self.index_cost = OwnIndexCost.of("graphrag index", self.index_loaded, manifest, spend, folder)
         missing = [t for t in TABLES if not (folder / f"{t}.parquet").is_file()]
         if missing:  # the library stopped before writing them (every extraction failed): nothing to query
             shutil.rmtree(folder.parent, ignore_errors=True)

@@ -51,11 +51,12 @@ import numpy as np
 from hipporag.cache.files import atomic_write_json, read_json
 from hipporag.cache.folders import load_or_build_folder
 from hipporag.cache.keys import stable_key
+from hipporag.core.meter import measure
 from hipporag.core.registry import option, options_dict
 from hipporag.core.rules import integer, number
 from hipporag.data.dataset import Query
 from hipporag.index.build import corpus_hash
-from hipporag.retrieval.methods.base import Ranking, RetrievalContext
+from hipporag.retrieval.methods.base import OwnIndexCost, Ranking, RetrievalContext
 from hipporag.retrieval.methods.registry import register_method
 
 log = logging.getLogger(__name__)
@@ -341,8 +342,9 @@ def _library_versions() -> dict:
     return {lib: version(lib) for lib in ("umap-learn", "scikit-learn", "numba")}
 
 
-def load_or_build_tree(ctx: RetrievalContext, o: RaptorOptions) -> tuple[Tree, bool]:
-    """(tree, loaded from the cache?). With a cache_dir, one job builds under a file lock and the others load."""
+def load_or_build_tree(ctx: RetrievalContext, o: RaptorOptions) -> tuple[Tree, bool, dict]:
+    """(tree, loaded from the cache?, its manifest). With a cache_dir, one job builds under a file lock and the
+    others load. The manifest keeps what building it spent (`spend`), for every later run's cost ledger."""
     if ctx.llm is None:
         raise RuntimeError("method=raptor needs an LLM for its cluster summaries (the run's llm=), got none")
     passages = ctx.index.passages
@@ -350,7 +352,7 @@ def load_or_build_tree(ctx: RetrievalContext, o: RaptorOptions) -> tuple[Tree, b
     identity = tree_identity(passages, ctx.embeddings.embedder, ctx.llm, o)
     build = lambda: build_tree(passages, ctx.index.passage_vecs, ctx.embeddings, ctx.llm, o, fail)
     if ctx.cache_dir is None:
-        return build(), False
+        return build(), False, {}
     folder = Path(ctx.cache_dir) / "raptor" / stable_key(identity)
 
     class Uncacheable(Exception):
@@ -360,13 +362,20 @@ def load_or_build_tree(ctx: RetrievalContext, o: RaptorOptions) -> tuple[Tree, b
             self.tree = tree
 
     def write(tmp: Path) -> None:
-        tree = build()
+        with measure(ctx.llm, ctx.embeddings) as spend:
+            tree = build()
         if tree.stats.get("summary_errors"):
             raise Uncacheable(tree)  # `building` removes the temporary folder
         atomic_write_json(tmp / "tree.json", tree.to_json())
         atomic_write_json(
             tmp / "manifest.json",
-            {"identity": identity, "created": time.time(), "libraries": _library_versions(), "stats": tree.stats},
+            {
+                "identity": identity,
+                "created": time.time(),
+                "libraries": _library_versions(),
+                "stats": tree.stats,
+                "spend": spend.as_dict(),
+            },
         )
 
     # verified against its checksums; a damaged tree is reported, removed and built again
@@ -379,12 +388,12 @@ def load_or_build_tree(ctx: RetrievalContext, o: RaptorOptions) -> tuple[Tree, b
             "raptor: tree not cached: %d summaries failed (LLM errors); a rerun asks again",
             e.tree.stats["summary_errors"],
         )
-        return e.tree, False
+        return e.tree, False, {"failures": e.tree.stats["summary_errors"]}
     tree = files["tree.json"]
     log.info(
         "raptor: tree %s %s (levels %s)", folder.name, "loaded from cache" if loaded else "built", tree.level_sizes()
     )
-    return tree, loaded
+    return tree, loaded, files["manifest.json"]
 
 
 # ----------------------------------------------------------------------------------------- retrieval
@@ -427,6 +436,7 @@ def passage_ranking(sims: np.ndarray, ancestors: np.ndarray, n_passages: int, wa
 
 @register_method(
     "raptor",
+    index_parts=("passage_vectors",),
     # the tree depends on the LLM and the method options; the reader's node texts on qa_top_k
     cache_knobs=("method_options", "llm", "qa_top_k", "query_instructions"),
     uses_llm=lambda values: True,
@@ -441,7 +451,11 @@ class RaptorRetriever:
         self.tree_loaded = False
 
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
-        tree, self.tree_loaded = load_or_build_tree(ctx, self.options)
+        with measure(ctx.llm, ctx.embeddings) as spend:
+            tree, self.tree_loaded, manifest = load_or_build_tree(ctx, self.options)
+        identity = manifest.get("identity")
+        folder = Path(ctx.cache_dir) / "raptor" / stable_key(identity) if ctx.cache_dir and identity else None
+        self.index_cost = OwnIndexCost.of("raptor tree", self.tree_loaded, manifest, spend, folder)
         self.tree = tree
         passages = ctx.index.passages
         summary_vecs = (

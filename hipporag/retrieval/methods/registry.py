@@ -30,6 +30,10 @@ What a method declares, and who reads it:
   `retriever_label` (its retriever in the tables' words when not the embedder, e.g. BM25), `no_llm_label`
   (its LLM column when it runs without one), `reader_sees` (what its reader reads: `passages`, its top
   `qa_top_k`; `nothing`, the closed-book row; `its own context`, a library's answer or context).
+- `index_parts`: the parts of the shared index its ranking uses (`index.build.INDEX_PARTS`; `GRAPH_PARTS` for
+  one that walks the graph), or a function of its options giving them (IRCoT: its base's); the cost ledger
+  (`run.ledger`) charges the method what those parts cost. What a method reads of the index is recorded too
+  (`retrieval.reads.IndexReads`), and the method contract test fails for a part read and not declared.
 - `check(options)`: what must hold before any work (a compared system's pinned library is installed); it
   raises a `UserError` naming the fix. The settings check calls it for the method and the baseline.
 
@@ -77,6 +81,11 @@ class MethodSpec(Part):
     no_llm_label: str = "none"
     reader_sees: str = "passages"
     check: Callable[[object], object] | None = None
+    index_parts: tuple[str, ...] | Callable[[object], tuple[str, ...]] = ()
+
+    def parts_of(self, options) -> tuple[str, ...]:
+        """The parts of the shared index this method uses under these options."""
+        return tuple(self.index_parts(options) if callable(self.index_parts) else self.index_parts)
 
 
 def _builder(cls: type) -> Callable:
@@ -101,6 +110,7 @@ def register_method(
     no_llm_label: str = "none",
     reader_sees: str = "passages",
     check: Callable[[object], object] | None = None,
+    index_parts: tuple[str, ...] | Callable[[object], tuple[str, ...]] = (),
 ):
     """Class decorator: declare a retrieval method under `name` (see the module docstring)."""
 
@@ -130,6 +140,7 @@ def register_method(
             no_llm_label=no_llm_label,
             reader_sees=reader_sees,
             check=check,
+            index_parts=index_parts,
         )
         METHODS.add(spec)
         cls.name = name
