@@ -72,6 +72,18 @@ def test_a_ledger_names_what_was_not_recorded_and_counts_what_was():
     assert q["latency_median_s"] == pytest.approx(np.median(latencies))
     assert q["latency_p95_s"] == pytest.approx(np.percentile(latencies, 95))
     assert q["llm_requests"] == 1 and q["input_tokens"] == pytest.approx(np.mean([100 + i for i in range(10)]))
-    assert headline(ledger)["index_texts_embedded"] == 45
+    # a sum without the graph would pass for the whole index's cost: not shown
+    assert headline(ledger)["index_texts_embedded"] is None and headline(ledger)["index_disk_mb"] > 0
     line = cost_line("dense", ledger)
-    assert line.startswith("cost dense: index 0 LLM req") and "[not recorded: graph, ranking]" in line
+    assert line.startswith("cost dense: index ? LLM req / ? tok") and "[not recorded: graph, ranking]" in line
+    # with every part recorded, the sums are shown
+    report.made["graph"] = Spend(wall_s=0.5)
+    whole = method_ledger(("passage_vectors", "graph"), report, ranked, Spend(), answers, 10)
+    assert headline(whole)["index_texts_embedded"] == 45 and headline(whole)["index_s"] == 4.5
+    # an imported OpenIE file's LLM cost is nobody's record: named, for the methods that use OpenIE only
+    report.not_recorded["openie"] = "the LLM cost of the imported OpenIE file"
+    assert method_ledger(("passage_vectors", "graph"), report, ranked, Spend(), answers, 10)["index"]["unknown"] == []
+    report.made["openie"] = Spend(wall_s=0.1)
+    with_openie = method_ledger(("openie", "graph"), report, ranked, Spend(), answers, 10)
+    assert with_openie["index"]["unknown"] == ["openie: the LLM cost of the imported OpenIE file"]
+    assert headline(with_openie)["index_tokens"] is None

@@ -81,6 +81,8 @@ class IndexReport:
     spend: dict[str, Spend] = field(default_factory=dict)
     made: dict[str, Spend | None] = field(default_factory=dict)
     disk_bytes: dict[str, int] = field(default_factory=dict)
+    # per part: what its `made` figures leave out (an imported OpenIE file's LLM cost is nobody's record)
+    not_recorded: dict[str, str] = field(default_factory=dict)
 
 
 def corpus_hash(passages: list[str]) -> str:
@@ -260,6 +262,8 @@ def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: 
     if report.graph_cached or "graph" not in report.spend:  # loaded: this run only read it
         report.spend["graph"] = Spend(wall_s=report.timings["graph_s"], peak_rss_mb=peak_rss_mb())
     report.made = made_spend(manifest, report)
+    if (extractor.identity or {}).get("name") == "imported":
+        report.not_recorded["openie"] = "the LLM cost of the imported OpenIE file"
     graph_dir = cache_dir / "graph" / key
     report.disk_bytes["graph"] = sum(f.stat().st_size for f in graph_dir.iterdir()) if graph_dir.is_dir() else 0
     report.cost = {

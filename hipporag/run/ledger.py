@@ -46,6 +46,7 @@ def index_ledger(parts: tuple[str, ...], report, ranked) -> dict:
         built[own["what"]] = own["built"] if ranked.own_index else f"{own['built']} (the ranking was loaded)"
         disk += own["disk_bytes"]
     unknown = [name for name, s in stages.items() if s["made"] is None]
+    unknown += [f"{part}: {what}" for part, what in report.not_recorded.items() if part in parts]
     return {
         "parts": list(stages),
         "built": built,
@@ -128,21 +129,27 @@ def method_ledger(parts: tuple[str, ...], report, ranked, read_spend: Spend | No
 def headline(ledger: dict) -> dict:
     """The few figures a table or a plot compares methods by (as made: the cost of the work, not of this
     run's cache state): index LLM tokens and requests, index seconds, texts embedded, index disk bytes,
-    per-query latency (median, p95) and tokens."""
+    per-query latency (median, p95) and tokens. The index figures are None (shown as "-" or "?") when a
+    part of the index has a cost nobody recorded: a sum without it would pass for the whole."""
     made = ledger["index"]["made"]
     q = ledger["query"]["per_query"]
+    known = not ledger["index"]["unknown"]  # a part nobody recorded: its index figures are not shown as sums
     return {
-        "index_llm_requests": made["llm_requests"] + made["llm_cache_hits"],
-        "index_tokens": sum(_asked(Spend.from_dict(made))[1:]),
-        "index_s": made["wall_s"],
-        "index_texts_embedded": made["texts_embedded"],
-        "index_peak_rss_mb": made["peak_rss_mb"],
+        "index_llm_requests": made["llm_requests"] + made["llm_cache_hits"] if known else None,
+        "index_tokens": sum(_asked(Spend.from_dict(made))[1:]) if known else None,
+        "index_s": made["wall_s"] if known else None,
+        "index_texts_embedded": made["texts_embedded"] if known else None,
+        "index_peak_rss_mb": made["peak_rss_mb"] if known else None,
         "index_disk_mb": ledger["index"]["disk_bytes"] / 2**20,
         "query_latency_median_s": q["latency_median_s"],
         "query_latency_p95_s": q["latency_p95_s"],
         "query_tokens": q["input_tokens"] + q["output_tokens"],
         "query_llm_requests": q["llm_requests"],
     }
+
+
+def _n(value, fmt: str) -> str:
+    return "?" if value is None else format(value, fmt)
 
 
 def cost_line(name: str, ledger: dict) -> str:
@@ -153,8 +160,9 @@ def cost_line(name: str, ledger: dict) -> str:
     built = ", ".join(f"{what} {how}" for what, how in idx["built"].items()) or "no index"
     unknown = idx["unknown"] + ledger["query"]["unknown"]
     return (
-        f"cost {name}: index {h['index_llm_requests']:,} LLM req / {h['index_tokens']:,} tok, "
-        f"{h['index_texts_embedded']:,} texts embedded, {h['index_s']:.1f} s, peak {h['index_peak_rss_mb']:,.0f} MiB, "
+        f"cost {name}: index {_n(h['index_llm_requests'], ',')} LLM req / {_n(h['index_tokens'], ',')} tok, "
+        f"{_n(h['index_texts_embedded'], ',')} texts embedded, {_n(h['index_s'], '.1f')} s, "
+        f"peak {_n(h['index_peak_rss_mb'], ',.0f')} MiB, "
         f"{h['index_disk_mb']:.1f} MiB on disk ({built}; this run {this['llm_requests']:,} req, "
         f"{this['texts_embedded']:,} texts, {this['wall_s']:.1f} s) | query {h['query_llm_requests']:.1f} req / "
         f"{h['query_tokens']:,.0f} tok each, latency median {h['query_latency_median_s']:.3f} s, "

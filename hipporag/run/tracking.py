@@ -327,7 +327,7 @@ def cost_keys(metrics: dict) -> dict:
     out = {}
     sides = {"main": metrics.get("method"), "baseline": metrics.get("baseline")}
     for method, ledger in (metrics.get("cost") or {}).items():
-        figures = headline(ledger)
+        figures = {k: v for k, v in headline(ledger).items() if v is not None}  # None: not recorded
         out.update({f"cost/{method}/{k}": v for k, v in figures.items()})
         for side, name in sides.items():
             if name == method:
