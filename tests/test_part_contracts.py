@@ -633,7 +633,13 @@ def make_llm(settings, llm_recipes, smollm2, tmp_path_factory):
 LLM_CASES = {  # output-neutral options (same identity), options that change what is served (other identity)
     "transformers": (
         [["llm.batch_size=2"], ["llm.device=cpu"], ["llm.max_new_tokens=7"], ["llm.price_per_mtok_in=0.1"]],
-        [["llm.model=other"], ["llm.revision=abc"], ["llm.identity=v2"], ["llm.batch_invariant=false"]],
+        [
+            ["llm.model=other"],
+            ["llm.revision=abc"],
+            ["llm.identity=v2"],
+            ["llm.batch_invariant=false"],
+            ["llm.prefix_cache=false"],
+        ],
     ),
     "openai": (
         [["llm.max_concurrency=1"], ["llm.timeout=5"], ["llm.transport=openai"], ["llm.max_retries=0"]],

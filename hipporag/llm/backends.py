@@ -34,6 +34,7 @@ class TransformersOptions(LLMOptions):
     gguf_file: str | None = option(text(optional=True))  # a GGUF file inside the model folder
     batch_size: int = option(integer(1))
     batch_invariant: bool = option(boolean())  # each prompt answered alone: answers never depend on batch-mates
+    prefix_cache: bool = option(boolean())  # with batch_invariant: the messages before the last computed once
     device: str = option(device_name())
 
 

@@ -5,12 +5,21 @@ In a left-padded batch a prompt's greedy answer can depend on its batch-mates (t
 the floating-point sums, and a near-tie between two tokens can flip). `batch_invariant=true` answers each
 prompt alone, so an answer is a function of its messages only, whatever else the run asks: what a
 recorded regression needs (conf/llm/smollm2.yaml sets it; reproduce/bench_reader_batching.py measures the
-cost). It is part of the cache identity, so answers of the two modes never mix."""
+cost). It is part of the cache identity, so answers of the two modes never mix.
+
+`prefix_cache=true` (with batch_invariant) computes the KV cache of the messages before the last once (the
+system text and one-shot demonstration every reader, OpenIE and filter prompt repeats) and continues each
+prompt from a copy of it, instead of re-reading them per prompt. The prefix is found from the prompt's own
+messages, never from its batch-mates, so an answer stays a function of its messages; it is part of the cache
+identity too, as a prefix KV and a whole-prompt pass can differ in the last floating-point bits."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import logging
+import time
+from collections import OrderedDict
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -22,6 +31,7 @@ from hipporag.llm.generation import Generation
 log = logging.getLogger(__name__)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+PREFIXES_KEPT = 8  # prefix KV caches kept (least recently used dropped): one per prompt role in practice
 
 
 def smollm2_dir() -> Path:
@@ -52,9 +62,12 @@ class TransformersChatLLM:
         revision: str | None = None,
         identity: str | None = None,
         batch_invariant: bool = False,
+        prefix_cache: bool = False,
     ):
         self.model_name = model
         self.batch_invariant = batch_invariant
+        self.prefix_cache = prefix_cache  # used with batch_invariant only: prompts go one at a time there
+        self._prefixes: OrderedDict[tuple[int, ...], object] = OrderedDict()
         self.gguf_file = gguf_file
         self.batch_size = batch_size
         self.requested_device = device
@@ -68,6 +81,7 @@ class TransformersChatLLM:
             **({"revision": revision} if revision else {}),
             **({"identity": identity} if identity else {}),
             **({"batch_invariant": True} if batch_invariant else {}),
+            **({"prefix_cache": True} if batch_invariant and prefix_cache else {}),
         }
 
     def source(self) -> str:
@@ -117,6 +131,32 @@ class TransformersChatLLM:
             error=f"prompt of {n:,} tokens + {max_new_tokens} new does not fit the model's context of {context:,}",
         )
 
+    @staticmethod
+    def _prefix(tok, conversation: list[dict], ids: list[int]) -> tuple[int, ...] | None:
+        """The tokens of the messages before the last, when they are a token prefix of the prompt `ids`
+        (else None: the whole prompt is computed). Taken from this prompt alone, so its KV never depends on
+        which other prompts a run asks."""
+        if len(conversation) < 2:
+            return None
+        text = tok.apply_chat_template(conversation[:-1], tokenize=False)
+        pre = tok(text, verbose=False)["input_ids"]
+        return tuple(pre) if 0 < len(pre) < len(ids) and ids[: len(pre)] == pre else None
+
+    def _prefix_kv(self, model, prefix: tuple[int, ...]):
+        """A copy of the prefix's KV cache (computed at its first use), for one prompt to continue from."""
+        import torch
+        from transformers import DynamicCache
+
+        kv = self._prefixes.pop(prefix, None)
+        if kv is None:
+            with torch.no_grad():
+                ids = torch.tensor([prefix], device=self.device)
+                kv = model(input_ids=ids, cache=DynamicCache(config=model.config), use_cache=True).cache
+        self._prefixes[prefix] = kv  # most recently used last
+        while len(self._prefixes) > PREFIXES_KEPT:
+            self._prefixes.popitem(last=False)
+        return copy.deepcopy(kv)  # generation appends to the cache it is given
+
     def generate(
         self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0, desc: str = "LLM"
     ) -> list[Generation]:
@@ -131,19 +171,26 @@ class TransformersChatLLM:
         with tqdm(total=len(order), desc=desc, unit="prompt") as bar:
             for start in range(0, len(order), step):
                 batch = order[start : start + step]
+                t0 = time.perf_counter()
                 enc = tok([prompts[i] for i in batch], return_tensors="pt", padding=True).to(self.device)
                 sampling = {"do_sample": True, "temperature": temperature} if temperature > 0 else {"do_sample": False}
+                prefix = None
+                if self.prefix_cache and step == 1:
+                    prefix = self._prefix(tok, conversations[batch[0]], enc["input_ids"][0].tolist())
+                cache = {"cache": self._prefix_kv(model, prefix)} if prefix else {}  # generate skips what it holds
                 with torch.no_grad():
                     gen = model.generate(
-                        **enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **sampling
+                        **enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **sampling, **cache
                     )
                 new = gen[:, enc["input_ids"].shape[1] :]
+                seconds = (time.perf_counter() - t0) / len(batch)  # alone: its own latency; batched: its share
                 for row, i in enumerate(batch):
                     ids = [t for t in new[row].tolist() if t != tok.pad_token_id]
                     out[i] = Generation(
                         text=tok.decode(ids, skip_special_tokens=True).strip(),
                         input_tokens=int(enc["attention_mask"][row].sum()),
                         output_tokens=len(ids),
+                        seconds=seconds,
                     )
                 bar.update(len(batch))
         return out  # type: ignore[return-value]
