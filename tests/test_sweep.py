@@ -84,7 +84,8 @@ def test_cache_is_intact_after_the_race(joblib_sweep, tmp_path):
 def test_report_has_one_row_per_job_plus_baseline(joblib_sweep):
     sweep, proc = joblib_sweep
     report = (sweep / "report.md").read_text()
-    rows = [line for line in report.splitlines() if line.startswith("| ") and not line.startswith("| job")]
+    results = report.split("## Cost", 1)[0]
+    rows = [line for line in results.splitlines() if line.startswith("| ") and not line.startswith("| job")]
     assert len(rows) == 4 and rows[-1].startswith("| baseline | dense")
     assert [r.split(" | ")[2] for r in rows[:3]] == ["0.3", "0.5", "0.7"]
     assert "Δrecall@5 (p)" in report

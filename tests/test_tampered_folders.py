@@ -69,8 +69,12 @@ def no_bogus_number(text: str) -> None:
 
 
 def job_rows(text: str) -> list[str]:
-    """The job column of every markdown table row (report.md, the reproduce table)."""
-    return [line.split("|")[1].strip() for line in text.splitlines() if re.match(r"\| \d+ \|", line)]
+    """The job column of every row of the first markdown table (report.md's results, the reproduce table); the
+    report's Cost table, which follows, must list the same jobs."""
+    rows = lambda part: [line.split("|")[1].strip() for line in part.splitlines() if re.match(r"\| \d+ \|", line)]
+    results, _, cost = text.partition("\n## Cost\n")
+    assert not cost or rows(cost) == rows(results), "the Cost table lists other jobs than the results"
+    return rows(results)
 
 
 # ------------------------------------------------------------------------------- non-finite and missing
