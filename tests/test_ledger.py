@@ -86,4 +86,5 @@ def test_a_ledger_names_what_was_not_recorded_and_counts_what_was():
     report.made["openie"] = Spend(wall_s=0.1)
     with_openie = method_ledger(("openie", "graph"), report, ranked, Spend(), answers, 10)
     assert with_openie["index"]["unknown"] == ["openie: the LLM cost of the imported OpenIE file"]
-    assert headline(with_openie)["index_tokens"] is None
+    assert headline(with_openie)["index_tokens"] is None and headline(with_openie)["index_llm_requests"] is None
+    assert headline(with_openie)["index_s"] == pytest.approx(0.6)  # what was recorded is still shown

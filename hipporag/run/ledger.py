@@ -130,13 +130,16 @@ def headline(ledger: dict) -> dict:
     """The few figures a table or a plot compares methods by (as made: the cost of the work, not of this
     run's cache state): index LLM tokens and requests, index seconds, texts embedded, index disk bytes,
     per-query latency (median, p95) and tokens. The index figures are None (shown as "-" or "?") when a
-    part of the index has a cost nobody recorded: a sum without it would pass for the whole."""
+    part of the index has a cost nobody recorded, and its LLM figures when only a part's LLM cost is missing
+    (an imported OpenIE file): a sum without it would pass for the whole."""
     made = ledger["index"]["made"]
     q = ledger["query"]["per_query"]
-    known = not ledger["index"]["unknown"]  # a part nobody recorded: its index figures are not shown as sums
+    unknown = ledger["index"]["unknown"]
+    known = not any(":" not in u for u in unknown)  # a part nobody recorded: no index sum is shown
+    llm_known = not unknown  # "<part>: <what>": only that part's LLM cost is missing (an imported OpenIE file)
     return {
-        "index_llm_requests": made["llm_requests"] + made["llm_cache_hits"] if known else None,
-        "index_tokens": sum(_asked(Spend.from_dict(made))[1:]) if known else None,
+        "index_llm_requests": made["llm_requests"] + made["llm_cache_hits"] if llm_known else None,
+        "index_tokens": sum(_asked(Spend.from_dict(made))[1:]) if llm_known else None,
         "index_s": made["wall_s"] if known else None,
         "index_texts_embedded": made["texts_embedded"] if known else None,
         "index_peak_rss_mb": made["peak_rss_mb"] if known else None,
