@@ -88,3 +88,25 @@ def test_a_ledger_names_what_was_not_recorded_and_counts_what_was():
     assert with_openie["index"]["unknown"] == ["openie: the LLM cost of the imported OpenIE file"]
     assert headline(with_openie)["index_tokens"] is None and headline(with_openie)["index_llm_requests"] is None
     assert headline(with_openie)["index_s"] == pytest.approx(0.6)  # what was recorded is still shown
+
+
+@pytest.mark.slow  # builds the demo index (spaCy, MiniLM)
+def test_a_graph_built_on_cached_vectors_says_it_embedded_nothing_now_and_what_the_vectors_hold(settings, tmp_path):
+    """A second graph over the same corpus (another index knob) embeds nothing: this run's spend says 0 texts,
+    while `made` counts every text of each vector part, and the two records never share an object."""
+    from hipporag.data.sources import load_dataset
+    from hipporag.index.build import build_index
+    from hipporag.index.embed import build_embedder
+    from hipporag.index.openie import build_extractor
+
+    s = settings()
+    passages = load_dataset(s.dataset).passage_texts()
+    embedder, extractor = build_embedder(s.embedder), build_extractor(s.extractor, None)
+    _, first = build_index(passages, extractor, embedder, s.knobs, tmp_path)
+    knobs = s.knobs.replace(synonymy_threshold=0.9)  # an index knob: another graph, the same vectors
+    index, second = build_index(passages, extractor, embedder, knobs, tmp_path)
+    assert not second.graph_cached and second.key != first.key
+    for part, n in (("passage_vectors", len(passages)), ("entity_vectors", len(index.entities))):
+        assert first.spend[part].texts_embedded == first.made[part].texts_embedded == n
+        assert second.spend[part].texts_embedded == 0 and second.spend[part].embedding_hits == n
+        assert second.made[part].texts_embedded == n and second.made[part] is not second.spend[part]

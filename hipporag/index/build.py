@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import igraph as ig
@@ -145,8 +145,8 @@ def made_spend(manifest: dict, report: IndexReport) -> dict[str, Spend | None]:
         for part in ("openie", "synonymy", "graph"):
             if f"{part}_s" in (build.get("timings") or {}):
                 out[part] = Spend(wall_s=build["timings"][f"{part}_s"])
-    if not report.graph_cached:  # built now: what this run spent is what it cost
-        out.update({part: report.spend.get(part) for part in INDEX_PARTS})
+    if not report.graph_cached:  # built now: what this run spent is what it cost (copies: adjusted below)
+        out.update({part: replace(s) if (s := report.spend.get(part)) else None for part in INDEX_PARTS})
     llm_cost = report.openie.cost or {}
     if out["openie"] is not None or llm_cost:
         openie = out["openie"] or Spend()
