@@ -35,11 +35,9 @@ import sys
 import time
 from pathlib import Path
 
+from official_qa import UsageError, import_official  # beside this file: the same checks of the checkout
+
 LLM_NAME = "pre-seeded-openie"
-
-
-class UsageError(Exception):
-    """A mistake in the arguments or the input files: one line, exit 2."""
 
 
 class NoLLM:
@@ -50,19 +48,6 @@ class NoLLM:
 
     def __getattr__(self, name):
         raise RuntimeError(f"official_index.py has no LLM (the official code asked for {name!r})")
-
-
-def load_official(checkout: Path):
-    src = (checkout / "src").resolve()
-    if not (src / "hipporag" / "HippoRAG.py").is_file():
-        raise UsageError(f"{checkout} is not an official HippoRAG checkout (hint: no src/hipporag/HippoRAG.py)")
-    sys.path.insert(0, str(src))
-    import hipporag
-
-    where = Path(hipporag.__file__).resolve()
-    if src not in where.parents:
-        raise UsageError(f"`import hipporag` found {where}, not {src} (hint: run with the official venv's python)")
-    return where
 
 
 def commit_of(checkout: Path) -> str | None:
@@ -97,7 +82,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     try:
-        where = load_official(args.checkout)
+        where = import_official(args.checkout)
         passages = json.loads(args.passages.read_text(encoding="utf-8"))
         if not isinstance(passages, list) or not all(isinstance(p, str) for p in passages):
             raise UsageError(f"{args.passages}: expected a list of passage texts")

@@ -36,8 +36,8 @@ class NoEmbedder:
         raise RuntimeError(f"official_qa.py loads no embedding model (the official code asked for {name!r})")
 
 
-def load_official(checkout: Path) -> dict:
-    """Import the official package from checkout/src and the pieces this script drives."""
+def import_official(checkout: Path) -> Path:
+    """Import the official package from checkout/src (never another install of it); its __init__'s path."""
     src = (checkout / "src").resolve()
     if not (src / "hipporag" / "HippoRAG.py").is_file():
         raise UsageError(f"{checkout} is not an official HippoRAG checkout (hint: no src/hipporag/HippoRAG.py)")
@@ -47,6 +47,12 @@ def load_official(checkout: Path) -> dict:
     where = Path(hipporag.__file__).resolve()
     if src not in where.parents:
         raise UsageError(f"`import hipporag` found {where}, not {src} (hint: run with the official venv's python)")
+    return where
+
+
+def load_official(checkout: Path) -> dict:
+    """Import the official package from checkout/src and the pieces this script drives."""
+    where = import_official(checkout)
     import numpy as np
     import openai
 
