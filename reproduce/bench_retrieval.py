@@ -49,14 +49,14 @@ def memory_bandwidth_gbs(size_mb: int = 512, repeats: int = 5) -> float:
 
 def bound(result: dict, T: TransitionMatrix, bandwidth_gbs: float) -> dict:
     """Bytes one iteration must move at least, for the engine's algorithm at its measured iteration counts:
-    the CSR matrix once (values, int64 indices and row pointers, as torch holds it) and four N × block
-    passes of a fully fused Chebyshev step (read x_{k-1}, x_{k-2} and b, write x_k), float32 or float64
-    bytes as each block's iterations ran."""
+    the CSR matrix once (values, int32 column indices and row pointers) and four N × block passes of a
+    fully fused Chebyshev step (read x_{k-1}, x_{k-2} and b, write x_k), float32 or float64 bytes as each
+    block's iterations ran."""
     blocks = result["_run"]["blocks"]
     total = 0
     for blk in blocks:
         for item, iters in ((4, blk["float32_iterations"]), (8, blk["iterations"] - blk["float32_iterations"])):
-            csr = T.matrix.nnz * (item + 8) + (T.n + 1) * 8
+            csr = T.matrix.nnz * (item + 4) + (T.n + 1) * 4
             total += iters * (csr + 4 * T.n * blk["queries"] * item)
     seconds = total / (bandwidth_gbs * 1e9)
     iterations = [blk["iterations"] for blk in blocks]
@@ -69,6 +69,44 @@ def bound(result: dict, T: TransitionMatrix, bandwidth_gbs: float) -> dict:
         "iterations": iterations,
         "float64_tail": float64_tail,
         "block": result["_run"]["block"],
+        **step_times(T, result["_run"]["block"], bandwidth_gbs),
+    }
+
+
+def step_times(T: TransitionMatrix, width: int, bandwidth_gbs: float, damping: float = 0.5, repeats: int = 7) -> dict:
+    """Where a step's time goes: the engine's Chebyshev step (one sparse product, float32) on this graph
+    in the engine's node order (RCM), in the graph's own order and in a random order; the same step on a
+    banded matrix with as many non-zeros per row (neighbours adjacent in memory, so the gathered rows of
+    x_{k-1} stream); and the step's own bound (CSR once, four block passes)."""
+    import scipy.sparse as sp
+    import torch
+
+    def step_seconds(matrix: sp.csr_matrix) -> float:
+        n = matrix.shape[0]
+        A = TransitionMatrix(matrix=matrix, scale=np.ones(n), order=np.arange(n)).augmented_on(
+            "cpu", torch.float32, damping
+        )
+        stacked, out = torch.rand(2 * n, width), torch.rand(n, width)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            out.addmm_(A, stacked, beta=-0.1, alpha=0.55)
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times))
+
+    def renumbered(order: np.ndarray) -> sp.csr_matrix:
+        return T.matrix[order][:, order].tocsr()
+
+    per_row = max(1, round(T.matrix.nnz / T.n))
+    offsets = list(range(-(per_row // 2), per_row - per_row // 2))
+    band = sp.diags([np.full(T.n - abs(o), 1.0 / per_row) for o in offsets], offsets, shape=(T.n, T.n), format="csr")
+    step_bytes = T.matrix.nnz * 8 + (T.n + 1) * 4 + 4 * T.n * width * 4
+    return {
+        "step_s": step_seconds(T.matrix),
+        "own_order_step_s": step_seconds(renumbered(np.argsort(T.order))),
+        "random_order_step_s": step_seconds(renumbered(np.random.default_rng(0).permutation(T.n))),
+        "banded_step_s": step_seconds(band),
+        "step_bound_s": step_bytes / (bandwidth_gbs * 1e9),
     }
 
 
@@ -320,15 +358,22 @@ def main() -> None:
     bound_lines = [
         f"Measured copy bandwidth on this machine: {bandwidth:.1f} GB/s (numpy, read + write).",
         "",
-        "| case | block | iterations per block (of which float64) | bytes moved (GB) | bound (s) | measured (s) | measured / bound |",
-        "|---|---|---|---|---|---|---|",
+        "| case | block | iterations per block (of which float64) | bytes moved (GB) | bound (s) | measured (s) "
+        "| measured / bound | one step (ms): bound / engine (RCM order) / graph's own order / random order "
+        "/ banded, same non-zeros |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         b = r["bound"]
         its, tail = sorted(set(b["iterations"])), sorted(set(b["float64_tail"]))
         bound_lines.append(
             f"| {r['case']} | {b['block']} | {its[0]}–{its[-1]} ({tail[0]}–{tail[-1]}) | {b['bytes'] / 1e9:.1f} | "
-            f"{b['bound_s']:.3f} | {b['measured_s']:.3f} | {1 / b['fraction']:.1f}× |"
+            f"{b['bound_s']:.3f} | {b['measured_s']:.3f} | {1 / b['fraction']:.1f}× | "
+            + " / ".join(
+                f"{1e3 * b[key]:.1f}"
+                for key in ("step_bound_s", "step_s", "own_order_step_s", "random_order_step_s", "banded_step_s")
+            )
+            + " |"
         )
     bound_text = "\n".join(bound_lines)
     print(bound_text)
