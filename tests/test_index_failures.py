@@ -47,23 +47,24 @@ def test_a_graph_missing_failed_passages_is_not_cached(tmp_path, knobs):
 
 
 @pytest.mark.parametrize(
-    "embedder, model",
+    "choice, model",
     [
-        ("contriever", "facebook/contriever"),
-        ("gtr", "sentence-transformers/gtr-t5-base"),
-        ("gte_qwen2", "Alibaba-NLP/gte-Qwen2-7B-instruct"),
+        ("embedder=contriever", "embedder facebook/contriever"),
+        ("embedder=gtr", "embedder sentence-transformers/gtr-t5-base"),
+        ("embedder=gte_qwen2", "embedder Alibaba-NLP/gte-Qwen2-7B-instruct"),
+        ("extractor=rebel", "REBEL model Babelscape/rebel-large"),
     ],
 )
-def test_an_embedder_neither_on_disk_nor_reachable_stops_the_run_in_one_line_before_any_work(tmp_path, embedder, model):
-    """An embedder offline with an empty Hugging Face cache (`embedder=contriever`, and the Table 2 rows GTR and
-    GTE-Qwen2): one line naming the model and HF_HUB_OFFLINE, exit 2, and no OpenIE (nothing in the cache)
-    rather than a traceback after it."""
+def test_a_model_neither_on_disk_nor_reachable_stops_the_run_in_one_line_before_any_work(tmp_path, choice, model):
+    """An embedder or extractor offline with an empty Hugging Face cache (`embedder=contriever`, the Table 2 rows
+    GTR and GTE-Qwen2, v1 Table 5's REBEL): one line naming the model and HF_HUB_OFFLINE, exit 2, and no OpenIE
+    (nothing in the cache) rather than a traceback after it."""
     from cli import run_cli
 
     cache = tmp_path / "cache"
     proc = run_cli(
         "run.py",
-        f"embedder={embedder}",
+        choice,
         "read=false",
         "tracker=none",
         f"cache_dir={cache}",
@@ -72,7 +73,7 @@ def test_an_embedder_neither_on_disk_nor_reachable_stops_the_run_in_one_line_bef
         expect_rc=2,
     )
     [line] = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
-    assert f"embedder {model} is not in the local Hugging Face cache" in line
+    assert f"{model} is not in the local Hugging Face cache" in line
     assert "HF_HUB_OFFLINE is set" in line and "Traceback" not in proc.stderr
     assert not (cache / "openie").exists() and not (tmp_path / "run" / "metrics.json").exists()
 

@@ -164,6 +164,18 @@ def classify_ablation(method: str, cfg: dict) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
+# v1 Table 5 keeps HippoRAG whole and swaps its OpenIE: a job of the full method on one of these extractors
+# stands for that row (the rows' `ablation` column)
+OPENIE_ROWS = {"rebel": "openie_rebel"}
+
+
+def openie_row(key: str | None, cfg: dict) -> str | None:
+    """The paper row key of a job: `key` (its ablation), or the OpenIE row when it is the full method on an
+    extractor of OPENIE_ROWS."""
+    extractor = (cfg.get("extractor") or {}).get("name")
+    return OPENIE_ROWS.get(extractor, key) if key == "full" else key
+
+
 def _changed_switches(method: str, cfg: dict) -> dict:
     """The method's ablation switches that differ from the defaults (and `filter` for hipporag2, always)."""
     defaults, _ = _ablation_definitions()
@@ -192,6 +204,7 @@ def our_setting(method: str, cfg: dict) -> dict:
         "spacy": f"spaCy {ext.get('model', '')} (no LLM)".replace("  ", " "),
         "imported": f"imported {_model_name(ext.get('path'))}",
         "llm": str(llm),
+        "rebel": "REBEL" + ("" if _model_name(ext.get("model")) == "rebel-large" else f" {ext.get('model')}"),
     }.get(ext.get("name"), str(ext.get("name", "?")))
     if spec is None or "llm" not in spec.setting_fields:
         llm_used = ""  # a method without an LLM column (dense, bm25)
@@ -255,6 +268,7 @@ def load_rows(sweep_dir: Path, table: Table) -> tuple[list[OurRow], list[str]]:
         elif table.by == "ablation":
             key = job_overrides(job_dir).get("ablation") if not r.is_baseline else None
             key = key or (classify_ablation(method, cfg) if not r.is_baseline else None)
+            key = openie_row(key, cfg)
         else:
             key = None if r.is_baseline else str(cfg.get(table.knob))
         m = metrics["methods"].get(method, {})

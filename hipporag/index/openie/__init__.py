@@ -21,7 +21,7 @@ from hipporag.cache.store import KeyValueStore
 from hipporag.cache.writer import StoreWriter
 from hipporag.core import failpoints
 from hipporag.core.registry import Configured, Registry, option
-from hipporag.core.rules import choice, integer, text
+from hipporag.core.rules import choice, device_name, integer, number, text
 from hipporag.core.textnorm import text_hash
 from hipporag.index.openie.extraction import Extraction, Extractor
 
@@ -163,6 +163,20 @@ class SpacyExtractorOptions:
 
 
 @dataclass(frozen=True)
+class RebelOptions:
+    model: str = option(text())  # a hub id or a local folder
+    revision: str | None = option(text(optional=True))
+    max_input_tokens: int = option(integer(1))
+    max_output_tokens: int = option(integer(1))
+    num_beams: int = option(integer(1))
+    length_penalty: float = option(number())
+    sequences: int = option(integer(1))  # beams whose triples are kept (their union)
+    batch_size: int = option(integer(1))  # passages committed to the cache together
+    generate_batch: int = option(integer(1))  # passages per generate call
+    device: str = option(device_name())
+
+
+@dataclass(frozen=True)
 class ImportedOptions:
     path: str | None = option(text(optional=True))  # an official openie_results_ner_<llm>.json
     missing: str = option(choice("error", "extract"))  # passages absent from the file: refuse, or extract them
@@ -185,6 +199,14 @@ def _spacy_extractor(o: SpacyExtractorOptions, llm, prompts=None):
     from hipporag.index.openie.spacy_extractor import SpacyExtractor
 
     return SpacyExtractor(model=o.model, batch_size=o.batch_size, n_process=o.n_process)
+
+
+@EXTRACTORS.register("rebel", options=RebelOptions)
+def _rebel_extractor(o: RebelOptions, llm, prompts=None):
+    from hipporag.index.openie.rebel import Generation, RebelExtractor
+
+    generation = Generation(o.max_input_tokens, o.max_output_tokens, o.num_beams, o.length_penalty, o.sequences)
+    return RebelExtractor(o.model, o.revision, generation, o.batch_size, o.generate_batch, o.device)
 
 
 @EXTRACTORS.register("imported", options=ImportedOptions)
