@@ -178,3 +178,26 @@ def test_bad_knobs_and_checkpoints_are_named(tmp_path):
         RebelExtractor(str(tmp_path), generation=Generation(sequences=4))
     with pytest.raises(MissingDependencyError, match=r"REBEL model weights not found: .*/nowhere does not exist"):
         RebelExtractor(str(tmp_path / "nowhere"))
+
+
+@pytest.mark.slow
+def test_a_checkpoint_without_rebels_tags_is_refused(tiny_rebel, tmp_path):
+    import shutil
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from hipporag.core.errors import SettingError
+
+    folder = tmp_path / "not_rebel"
+    shutil.copytree(tiny_rebel, folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (folder / name).unlink(missing_ok=True)
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(["<s>", "<pad>", "</s>", "<unk>", *WORDS])}, "<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    plain = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    plain.save_pretrained(folder)
+    with pytest.raises(
+        SettingError, match=r"extractor.model=.*not_rebel: not a REBEL checkpoint, .* <triplet>, <subj>, <obj>"
+    ):
+        RebelExtractor(str(folder), device="cpu")
