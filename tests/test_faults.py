@@ -944,3 +944,37 @@ def test_a_copy_onto_a_full_disk_names_the_file_written_not_the_source(tmp_path)
     assert (
         str(storage_error(raised.value, tmp_path / "cache")) == f"no space left on the device: {where / 'table.json'}"
     )
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_sigterm_swallowed_by_a_finaliser_still_stops_the_run_at_the_next_batch(monkeypatch, capsys):
+    """SIGTERM's exception can land in a generator being collected (a half-read spaCy pipe): Python prints
+    "Exception ignored" and goes on, its workers already ended. The handler keeps what it saw, so the next
+    batch boundary (`termination.check`, called by run_openie between batches) still ends the run."""
+    import gc
+    import os
+
+    from hipporag.core import termination
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(termination, "_requested", False)
+    try:
+        termination.install()
+        termination.check()  # nothing arrived: goes on
+
+        def pipe():
+            try:
+                yield 1
+            finally:  # runs while the generator is collected: the handler's exception is swallowed there
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(10**6):
+                    pass
+
+        half_read = pipe()
+        next(half_read)
+        del half_read
+        gc.collect()
+        with pytest.raises(termination.Terminated):
+            termination.check()
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -22,6 +22,7 @@ class Terminated(KeyboardInterrupt):
 
 
 _main_pid: int | None = None
+_requested = False  # SIGTERM arrived: kept, because the Terminated it raised can be swallowed (below)
 
 
 def _end_children() -> None:
@@ -35,9 +36,19 @@ def _end_children() -> None:
 def _on_sigterm(signum, frame) -> None:
     if os.getpid() != _main_pid:  # a forked worker (spaCy's pool): its parent says what happened
         os._exit(128 + signal.SIGTERM)
+    global _requested
+    _requested = True
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM during the clean-up must not cut it short
     _end_children()
     raise Terminated()
+
+
+def check() -> None:
+    """Raise Terminated again if SIGTERM arrived and the run is still going. The handler's exception can land
+    in a finaliser (a half-read spaCy pipe being collected), where Python prints "Exception ignored" and goes
+    on, with the workers already ended; long loops call this between batches so that the run still stops."""
+    if _requested and os.getpid() == _main_pid:
+        raise Terminated()
 
 
 def install() -> None:

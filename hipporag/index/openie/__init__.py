@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from hipporag.cache.keys import stable_key
 from hipporag.cache.store import KeyValueStore
 from hipporag.cache.writer import StoreWriter
-from hipporag.core import failpoints
+from hipporag.core import failpoints, termination
 from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, device_name, integer, number, text
 from hipporag.core.textnorm import text_hash
@@ -109,6 +109,7 @@ def run_openie(
 
 def _batches(extractor, passages, keys, todo, batch_size, store, results, bar) -> None:
     for start in range(0, len(todo), batch_size):
+        termination.check()  # a SIGTERM whose exception was swallowed still ends the run here
         batch = todo[start : start + batch_size]
         out = extractor.extract([passages[i] for i in batch])
         store.put_many({keys[i]: e.to_bytes() for i, e in zip(batch, out) if not e.transient})

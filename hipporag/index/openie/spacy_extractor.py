@@ -108,6 +108,10 @@ class SpacyExtractor:
                     out[i] = extract_doc(doc, titles[i])
                 except Exception as e:  # one odd passage must not abort the batch: record it
                     out[i] = Extraction(entities=[], triples=[], error=f"{type(e).__name__}: {e}")
+            # zip stops at the last passage without finishing the pipe: finish it here, in the normal flow, not in
+            # a finaliser later, where a SIGTERM's exception would be printed as "ignored" and swallowed
+            for _ in docs:
+                pass
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the workers were ended on purpose; close the pipe now,
             with warnings.catch_warnings():  # not at exit after the run's last line, and without its W127
                 warnings.filterwarnings("ignore", message=r"\[W127\]")
