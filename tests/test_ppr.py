@@ -151,7 +151,7 @@ def test_damping_out_of_range_is_refused(graph):
 
 def test_kept_block_buffers_leak_nothing_between_solves():
     """The matrix keeps its block buffers between solves (widths 30, 7, 30, then float64) and lends them
-    to one solve at a time: each result equals that of a matrix solving it alone, threads included."""
+    to one solve at a time: each result equals that of a matrix solving it alone (threads: to 1e-8)."""
     import pickle
     from concurrent.futures import ThreadPoolExecutor
 
@@ -170,6 +170,8 @@ def test_kept_block_buffers_leak_nothing_between_solves():
     blocks = [rng.random((12, 3000)) for _ in range(6)]
     with ThreadPoolExecutor(3) as pool:
         together = list(pool.map(lambda r: ppr.batched_ppr(T, r), blocks))
-    assert all(np.array_equal(got, alone(r)) for got, r in zip(together, blocks))
+    # threads share the CPU's cores, so torch's reductions (the residual) may add in another order: the scores
+    # agree to far inside the certified 5e-7, where a shared buffer would mix blocks outright
+    assert all(np.abs(got - alone(r)).max() < 1e-8 for got, r in zip(together, blocks))
     copy = pickle.loads(pickle.dumps(T))  # travels without its buffers, and solves the same
     assert np.array_equal(ppr.batched_ppr(copy, wide), first)
