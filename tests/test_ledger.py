@@ -12,7 +12,7 @@ from hipporag.core.meter import Spend, measure
 from hipporag.index.build import INDEX_PARTS, IndexReport
 from hipporag.llm.generation import Generation
 from hipporag.retrieval.ranking_cache import Ranked
-from hipporag.run.ledger import cost_line, headline, method_ledger
+from hipporag.run.ledger import cost_line, headline, method_ledger, query_ledger
 
 CONVERSATIONS = [[{"role": "user", "content": f"question {i}: what is {i} plus {i}?"}] for i in range(6)]
 
@@ -52,6 +52,21 @@ def test_spends_add_and_subtract_and_survive_a_record():
     assert (total - b).llm_requests == 3
     assert Spend.from_dict(total.as_dict()) == total
     assert Spend.from_dict(None) is None
+
+
+def test_cached_answers_give_the_reading_ledger_that_the_asking_run_gave():
+    """The cold run sums its answers' seconds as measured; the warm run sums them as the response cache kept
+    them. Both must print the same `made` figures, to the last digit (CI once saw them round apart)."""
+    rng = np.random.default_rng(7)
+    ranked = Ranked(rankings=[], cache="loaded", key="k", reads=None, spend=Spend(wall_s=0.2), made=None)
+    made_keys = ("llm_requests", "input_tokens", "output_tokens", "retrieval_s", "latency_median_s", "latency_p95_s")
+    for _ in range(20):  # twenty sets of answers: with 40 answers, a rounded record sums apart in most of them
+        seconds = rng.uniform(0.05, 2, 40)
+        asked = [Generation(text="a", input_tokens=90, output_tokens=4, seconds=s) for s in seconds]
+        read = [Generation.from_record(g.record()) for g in asked]
+        cold, warm = (query_ledger(ranked, Spend(), answers, 40) for answers in (asked, read))
+        assert cold["made"]["reading"] == warm["made"]["reading"]
+        assert {k: cold["per_query"][k] for k in made_keys} == {k: warm["per_query"][k] for k in made_keys}
 
 
 def test_a_ledger_names_what_was_not_recorded_and_counts_what_was():

@@ -37,13 +37,15 @@ class Generation:
             self.error = encodable(self.error)
 
     def record(self) -> bytes:
-        """What the response cache keeps of it: the answer and what it cost."""
+        """What the response cache keeps of it: the answer and what it cost. The seconds are kept exactly (a
+        float survives JSON), so that the run that asked and every run that reads the answer later sum the
+        same figures into the cost ledger's `made` (rounded here, the two sums could round apart)."""
         return json.dumps(
             {
                 "text": self.text,
                 "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens,
-                "seconds": round(self.seconds, 4),
+                "seconds": self.seconds,
             }
         ).encode()
 
