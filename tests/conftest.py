@@ -46,3 +46,11 @@ def scripted_server():
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_colbert(tmp_path_factory):
+    """A ColBERT checkpoint folder built here (tests/tiny_colbert.py), shared by every test that needs one."""
+    from tiny_colbert import build_tiny_colbert
+
+    return build_tiny_colbert(tmp_path_factory.mktemp("tiny-colbert") / "checkpoint")

@@ -25,7 +25,8 @@ from hipporag.retrieval.methods.base import Ranking, ranking_violations
 from hipporag.retrieval.ranking_cache import key_values, rank, unkeyed_reads
 
 # the settings each method is run under besides its YAML's: its LLM paths and linkings (a method not named
-# here runs under its YAML alone, so a new method is covered as soon as it is registered)
+# here runs under its YAML alone, so a new method is covered as soon as it is registered); {tiny_colbert} is
+# a ColBERT checkpoint built by the test (conftest)
 VARIANTS = {
     "hipporag2": [
         (),
@@ -33,7 +34,12 @@ VARIANTS = {
         ("linking=query_to_node",),
         ("linking=ner_to_node", "passage_nodes=false"),
     ],
-    "hipporag": [(), ("method.ner=llm",)],
+    "hipporag": [
+        (),
+        ("method.ner=llm",),
+        ("method.linker=colbertv2", "colbert_model={tiny_colbert}"),
+    ],
+    "colbertv2": [("colbert_model={tiny_colbert}",)],
     "ircot": [("method.max_steps=2",), ("method.max_steps=2", "method.base=hipporag2", "filter=llm")],
     "raptor": [("method.max_new_tokens=24",)],
     "lightrag": [
@@ -120,8 +126,10 @@ def same(a: list[Ranking], b: list[Ranking]) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, variant", CASES, ids=[" ".join((n, *v)) for n, v in CASES])
-def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_holds(demo, name, variant):
+def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_holds(demo, name, variant, request):
     dataset, index = demo[0], demo[1]
+    if any("{tiny_colbert}" in v for v in variant):
+        variant = tuple(v.format(tiny_colbert=request.getfixturevalue("tiny_colbert")) for v in variant)
     first, values = ranked(demo, f"method={name}", *variant)
     assert ranking_violations(first.rankings, len(index.passages), len(dataset.queries)) == []
     assert unkeyed_reads(name, values, set(first.reads)) == set(), f"method {name} reads outside its key"
@@ -135,7 +143,8 @@ def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_hol
     assert again.cache == "loaded" and again.key == first.key and same(first.rankings, again.rankings)
     assert again.made == first.made  # what computing it cost is kept with it, for the ledger of a warm run
     # the index a method builds for itself, and what it cost, is kept with its ranking too
-    assert (first.made["own_index"] is not None) == (name in ("raptor", "lightrag", "graphrag"))
+    builds_own = name in ("raptor", "lightrag", "graphrag", "colbertv2") or "method.linker=colbertv2" in variant
+    assert (first.made["own_index"] is not None) == builds_own
 
 
 @pytest.mark.slow

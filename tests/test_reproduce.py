@@ -275,7 +275,8 @@ def _method_metrics(recall5: float, em: float | None, f1: float | None, n: int) 
 
 def write_job(sweep: Path, job: int, experiment: str, method: str, scores: dict, *overrides: str, prompts=None) -> None:
     """Job folder `job`: .hydra/overrides.yaml, resolved_config.yaml (the config composed from conf/ with these
-    overrides, as `python run.py` resolves it) and metrics.json; `scores` maps method -> (recall@5, em, f1)."""
+    overrides, as `python run.py` resolves it) and metrics.json; `scores` maps method -> (recall@5, em, f1).
+    `method` is the config file chosen (`method=...`); the run records the method it names."""
     job_dir = sweep / str(job)
     (job_dir / ".hydra").mkdir(parents=True)
     args = [f"+experiment={experiment}", f"method={method}", *overrides]
@@ -289,7 +290,7 @@ def write_job(sweep: Path, job: int, experiment: str, method: str, scores: dict,
         "status": "ok",
         "dataset": cfg["dataset"]["name"],
         "n_queries": n,
-        "method": method,
+        "method": cfg["method"]["name"],
         "baseline": cfg["baseline"],
         "methods": {m: _method_metrics(*v, n) for m, v in scores.items()},
         "index": {"passages": 1890, "entities": 0},
@@ -502,3 +503,43 @@ def test_v1_table4_ircot_qa_sweep_pairs_with_the_ircot_qa_rows(tmp_path):
         assert rows[f"ircot + {base}"]["paper row"] == paper_row
         theirs = paper_record("hipporag_v1_table4.csv", paper_row, "musique", "f1")
         assert rows[f"ircot + {base}"]["Δ f1"] == f"{35.0 - theirs:+.2f}"
+
+
+def test_the_colbertv2_presets_pair_each_job_with_its_colbertv2_row(tmp_path):
+    """v1 Table 2's ColBERTv2 rows (`v1_table2_colbertv2`) and Table 3's (`v1_table3_ircot_colbertv2`): the
+    ColBERTv2 retriever and HippoRAG with the ColBERTv2 linker, alone and under IRCoT, each paired with the
+    paper's ColBERTv2 row and named with no retriever difference."""
+    single = tmp_path / "v1_table2_colbertv2"
+    for job, (method, name, recall5) in enumerate(
+        (("colbertv2", "colbertv2", 0.5), ("hipporag_colbertv2", "hipporag", 0.6))
+    ):
+        write_job(
+            single,
+            job,
+            "v1_table2_colbertv2",
+            method,
+            {name: (recall5, None, None)},
+            "dataset=musique_train",
+            "baseline=null",
+        )
+    text = compare_sweep(single)
+    rows = table_rows(text)
+    assert rows["colbertv2"]["paper row"] == "ColBERTv2" and rows["hipporag"]["paper row"] == "HippoRAG (ColBERTv2)"
+    theirs = paper_record("hipporag_v1_table2.csv", "HippoRAG (ColBERTv2)", "musique", "recall@5")
+    assert rows["hipporag"]["Δ recall@5"] == f"{60.0 - theirs:+.2f}"
+    assert "retriever" not in text.split("| ours |")[0] and " vs ColBERTv2" not in text
+    ircot = tmp_path / "v1_table3_ircot_colbertv2"
+    for job, base in enumerate(("colbertv2", "hipporag_colbertv2")):
+        write_job(
+            ircot,
+            job,
+            "v1_table3_ircot_colbertv2",
+            "ircot",
+            {"ircot": (0.55, None, None)},
+            "dataset=musique_train",
+            f"method.base={base}",
+            "baseline=null",
+        )
+    rows = table_rows(compare_sweep(ircot))
+    assert rows["ircot + colbertv2"]["paper row"] == "IRCoT + ColBERTv2"
+    assert rows["ircot + hipporag"]["paper row"] == "IRCoT + HippoRAG (ColBERTv2)"

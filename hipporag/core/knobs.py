@@ -46,6 +46,7 @@ class Knobs:
     qa_top_k: int = knob(QUERY, integer(1))
     ppr_engine: str = knob(QUERY, choice("batched", "igraph"))
     ppr_device: str = knob(QUERY, device_name())
+    colbert_model: str = knob(QUERY, text())  # method=colbertv2 and hipporag's linker=colbertv2 load it
     # -- the index
     synonymy_threshold: float = knob(INDEX, number(-1, 1))
     synonymy_topk: int = knob(INDEX, integer(1))

@@ -63,7 +63,7 @@ class ReproduceError(ValueError):
 # over BM25, Contriever and ColBERTv2 (method `ircot`, one row per retriever: ours over bm25 or dense picks its
 # row by retriever, else the primary Contriever one, as a dense job does in Table 2) and over HippoRAG
 # (`ircot_hipporag`). Any other base becomes `ircot_<base>`, a method no paper table has.
-IRCOT_PAPER_METHODS = {"bm25": "ircot", "dense": "ircot", "hipporag": "ircot_hipporag"}
+IRCOT_PAPER_METHODS = {"bm25": "ircot", "dense": "ircot", "colbertv2": "ircot", "hipporag": "ircot_hipporag"}
 # The v1 paper's IRCoT setting (Appendix H): passages each step merges; retrievals at most, per dataset.
 IRCOT_V1_STEP_TOP_K = 10
 IRCOT_V1_MAX_STEPS = {"musique": 4, "2wikimultihopqa": 2, "hotpotqa": 2}
@@ -197,7 +197,8 @@ def our_setting(method: str, cfg: dict) -> dict:
     if spec is not None and spec.base_of is not None:
         return _wrapped_setting(spec, cfg)
     emb = cfg.get("embedder") or {}
-    retriever = (spec and spec.retriever_label) or _model_name(emb.get("path")) or str(emb.get("model", "?"))
+    label = spec.retriever_label(values) if spec and callable(spec.retriever_label) else spec and spec.retriever_label
+    retriever = label or _model_name(emb.get("path")) or str(emb.get("model", "?"))
     ext = cfg.get("extractor") or {}
     llm = (cfg.get("llm") or {}).get("model", "?")
     extractor = {

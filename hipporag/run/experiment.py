@@ -16,6 +16,7 @@ from hipporag.cache.fs import set_cache_mode
 from hipporag.core import failpoints
 from hipporag.core.meter import measure
 from hipporag.core.redact import redact
+from hipporag.core.weights import check_weights
 from hipporag.data.sources import load_dataset
 from hipporag.eval import metrics as M
 from hipporag.eval.scoring import score_method
@@ -25,7 +26,7 @@ from hipporag.index.embed import EmbeddingCache, build_embedder, truncation_chec
 from hipporag.index.openie import build_extractor
 from hipporag.llm.backends import build_llm
 from hipporag.llm.reader import read, reader_contexts
-from hipporag.retrieval.methods import RetrievalContext
+from hipporag.retrieval.methods import METHODS, RetrievalContext
 from hipporag.retrieval.ranking_cache import key_values, rank
 from hipporag.run.ledger import method_ledger
 from hipporag.run.provenance import collect_provenance
@@ -121,6 +122,9 @@ def run_experiment(
     extractor = build_extractor(settings.extractor, llm, settings.prompts)
     embedder = build_embedder(settings.embedder)
     embedder.check_weights()  # before any work: a model neither on disk nor reachable is one line, not a traceback
+    for method in settings.methods_to_run():  # and the checkpoints a method loads itself (ColBERTv2)
+        for source, what in METHODS[method.name].checkpoints(method.options, knobs):
+            check_weights(source, what)
     t0 = time.perf_counter()
     index, report = build_index(passages, extractor, embedder, knobs, cache_dir)
     timings["index_s"] = time.perf_counter() - t0

@@ -7,6 +7,11 @@ ner_to_node instruction and linked to its most similar entity node; a linked nod
 1 / (number of passages containing it) with `node_specificity`, else 1; PPR with `damping` over the
 entity-only graph (fact and synonymy edges, no passage nodes); passage score = sum over its entities
 of their PPR mass. A question with no linkable entity falls back to dense retrieval, counted.
+
+`linker=colbertv2` links as the v1 paper's best rows (HippoRAG (ColBERTv2)) and the legacy code do: each
+query entity, encoded as a ColBERTv2 query, to the entity node with the highest MaxSim (exact, over every
+node: `retrieval.colbert`); the nodes' token vectors are the method's own index. Its fallback is ColBERTv2's
+passage ranking, so that no dense model enters a ColBERTv2 row.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from hipporag.core.registry import option
 from hipporag.core.rules import choice
 from hipporag.data.dataset import Query
 from hipporag.index.build import GRAPH_PARTS
-from hipporag.retrieval.methods.base import Ranking, RetrievalContext, rank_desc
+from hipporag.retrieval.colbert import WHAT, library_version, maxsim
+from hipporag.retrieval.methods.base import Ranking, RetrievalContext, min_max, rank_desc
+from hipporag.retrieval.methods.colbertv2 import OwnTokens
 from hipporag.retrieval.methods.dense import dense_scores
 from hipporag.retrieval.methods.query_ner import (
     llm_query_entities,
@@ -33,6 +40,24 @@ from hipporag.retrieval.ppr import personalized_pagerank
 @dataclass(frozen=True)
 class HippoRAGv1Options:
     ner: str = option(choice("spacy", "llm"))  # question entities: spaCy offline, or the llm= backend
+    linker: str = option(choice("embedder", "colbertv2"))  # entities to nodes: the embedder=, or ColBERTv2 MaxSim
+
+
+def _parts(options) -> tuple[str, ...]:
+    """The dense linker's fallback reads the passage vectors; ColBERTv2's uses its own passage tokens."""
+    return GRAPH_PARTS if options.linker == "colbertv2" else (*GRAPH_PARTS, "passage_vectors")
+
+
+def _check(options):
+    return library_version() if options.linker == "colbertv2" else None
+
+
+def _weights(options, knobs) -> tuple[tuple[str, str], ...]:
+    return ((knobs.colbert_model, WHAT),) if options.linker == "colbertv2" else ()
+
+
+def _retriever_label(values: dict) -> str | None:
+    return "ColBERTv2" if (values.get("method_options") or {}).get("linker") == "colbertv2" else None
 
 
 def _entity_structures(index):
@@ -57,7 +82,7 @@ def _entity_structures(index):
 
 @register_method(
     "hipporag",
-    index_parts=(*GRAPH_PARTS, "passage_vectors"),  # dense scores: the fallback of a question with no seed
+    index_parts=_parts,
     cache_knobs=(
         "damping",
         "node_specificity",
@@ -66,6 +91,7 @@ def _entity_structures(index):
         "method_options",
         "llm",
         "query_instructions",
+        "colbert_model",  # read only with linker=colbertv2
     ),
     uses_llm=lambda values: (values.get("method_options") or {}).get("ner") == "llm",
     options=HippoRAGv1Options,
@@ -73,10 +99,19 @@ def _entity_structures(index):
     no_llm_label="none (spaCy query NER)",
     llm_role="query NER",
     ablation_knobs=("node_specificity", "synonymy_edges"),
+    retriever_label=_retriever_label,
+    check=_check,
+    weights=_weights,
 )
 class HippoRAGv1Retriever:
     def __init__(self, options: HippoRAGv1Options):
         self.options = options
+        self.own = OwnTokens() if options.linker == "colbertv2" else None
+
+    @property
+    def index_cost(self):
+        """linker=colbertv2: the entity nodes' token vectors (and the passages', for a fallback)."""
+        return self.own.cost if self.own is not None else None
 
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         p, index = ctx.knobs, ctx.index
@@ -88,7 +123,6 @@ class HippoRAGv1Retriever:
             entities = llm_query_entities(questions, ctx.llm)
         else:
             raise ValueError(f"hipporag ner={mode!r} is not known (spacy, llm)")
-        dense = dense_scores(ctx, queries)
         entity_graph, incidence = _entity_structures(index)
         n_ent = index.n_entities
         resets = np.zeros((len(queries), n_ent))
@@ -96,11 +130,7 @@ class HippoRAGv1Retriever:
         flat = sorted({e for ents in entities for e in ents})
         links = {}
         if flat and n_ent:
-            prefix = ctx.embeddings.embedder.query_prefix("ner_to_node")
-            vecs = ctx.embeddings.embed(flat, prefix=prefix, what="query entities (ner_to_node)")
-            sims = vecs @ index.entity_vecs.T
-            best = sims.argmax(axis=1)
-            links = {e: (int(j), float(sims[i, j])) for i, (e, j) in enumerate(zip(flat, best))}
+            links = self._link(ctx, flat)
         for qi, ents in enumerate(entities):
             seeds = []
             for e in ents:
@@ -120,10 +150,34 @@ class HippoRAGv1Retriever:
                 entity_graph, resets[rows], damping=p.damping, engine=p.ppr_engine, device=p.ppr_device
             )
             passage_scores = dict(zip(rows, (incidence @ ppr.T).T))
+        fallback = self._fallback_scores(ctx, [q for q, d in zip(queries, diags) if d["fallback"]])
         for qi, diag in enumerate(diags):
             if diag["fallback"]:
                 diag["fallback_reason"] = "no query entity linked"
-            row = passage_scores[qi] if qi in passage_scores else dense[qi]
+            row = passage_scores[qi] if qi in passage_scores else next(fallback)
             order = rank_desc(row)
             out.append(Ranking(order=order, scores=row[order], diagnostics=diag))
         return out
+
+    def _link(self, ctx: RetrievalContext, flat: list[str]) -> dict[str, tuple[int, float]]:
+        """Each query entity's best entity node and its similarity (cosine, or ColBERTv2's MaxSim)."""
+        index = ctx.index
+        if self.options.linker == "colbertv2":
+            nodes = self.own.of(ctx, index.entities, "entity")
+            sims = maxsim(self.own.encoder(ctx).queries(flat), nodes)
+        else:
+            prefix = ctx.embeddings.embedder.query_prefix("ner_to_node")
+            vecs = ctx.embeddings.embed(flat, prefix=prefix, what="query entities (ner_to_node)")
+            sims = vecs @ index.entity_vecs.T
+        best = sims.argmax(axis=1)
+        return {e: (int(j), float(sims[i, j])) for i, (e, j) in enumerate(zip(flat, best))}
+
+    def _fallback_scores(self, ctx: RetrievalContext, queries: list[Query]):
+        """Passage scores for the questions with no linked entity, in order: the linker's own retriever."""
+        if not queries:
+            return iter(())
+        if self.options.linker != "colbertv2":
+            return iter(dense_scores(ctx, queries))
+        tokens = self.own.of(ctx, ctx.index.passages, "passage")
+        queries_vectors = self.own.encoder(ctx).queries([q.question for q in queries])
+        return iter(min_max(maxsim(queries_vectors, tokens).astype(np.float64)))

@@ -42,11 +42,29 @@ TRACK_K = 10  # each step's merged top passages kept in the record (the recall c
 THOUGHT_RULES = ("response", "first_sentence")
 
 
+def base_name(v) -> str | None:
+    """The method a base names: a registered method, or a `conf/method/` file of one (`hipporag_colbertv2`:
+    HippoRAG with the ColBERTv2 linker), so that a preset can sweep bases with their own options."""
+    if not isinstance(v, str):
+        return None
+    if v in METHODS:
+        return v
+    try:
+        name = group_config("method", v).get("name")
+    except SettingError:
+        return None
+    return name if name in METHODS else None
+
+
 def _is_base(v) -> bool:
-    return isinstance(v, str) and v in METHODS and v != "ircot"
+    return base_name(v) not in (None, "ircot")
 
 
-BASE_RULE = Rule("the name of another registered method (dense, bm25, hipporag, hipporag2, raptor, ...)", _is_base)
+BASE_RULE = Rule(
+    "another registered method (dense, bm25, hipporag, hipporag2, raptor, ...) or a conf/method file of one "
+    "(hipporag_colbertv2)",
+    _is_base,
+)
 MAPPING_RULE = Rule(
     "a mapping of the base method's options ({} for its YAML file's)",
     lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v),
@@ -83,8 +101,8 @@ def base_method(options: IrcotOptions) -> Configured:
 def _base_of(values: dict) -> tuple[str, dict]:
     """For the ranking key: the base and its options, from the IRCoT options in `values`."""
     opts = values.get("method_options") or {}
-    base = opts.get("base", "dense")
-    return base, base_config(base, opts.get("base_options") or {})
+    config = base_config(opts.get("base", "dense"), opts.get("base_options") or {})
+    return config["name"], config
 
 
 def first_sentence(text: str) -> str:
@@ -103,6 +121,7 @@ def first_sentence(text: str) -> str:
     llm_role="step LLM",
     base_of=_base_of,
     index_parts=lambda o: METHODS[base_method(o).name].parts_of(base_method(o).options),
+    weights=lambda o, knobs: METHODS[base_method(o).name].checkpoints(base_method(o).options, knobs),
     prompt_roles=lambda o: ("ircot",) if o.max_steps > 1 else (),
 )
 class IrcotRetriever:

@@ -27,7 +27,8 @@ What a method declares, and who reads it:
   `conf/method/<name>.yaml` only, also when the method runs as the baseline (`method_options`).
 - for the paper tables (`hipporag.paper.compare`): `setting_fields` (which setting columns describe it),
   `llm_role` (what the papers call its LLM), `ablation_knobs` (the switches that define its ablations),
-  `retriever_label` (its retriever in the tables' words when not the embedder, e.g. BM25), `no_llm_label`
+  `retriever_label` (its retriever in the tables' words when not the embedder, e.g. BM25; or a function of
+  the key values giving it, None meaning the embedder's), `no_llm_label`
   (its LLM column when it runs without one), `reader_sees` (what its reader reads: `passages`, its top
   `qa_top_k`; `nothing`, the closed-book row; `its own context`, a library's answer or context).
 - `index_parts`: the parts of the shared index its ranking uses (`index.build.INDEX_PARTS`; `GRAPH_PARTS` for
@@ -36,6 +37,8 @@ What a method declares, and who reads it:
   (`retrieval.reads.IndexReads`), and the method contract test fails for a part read and not declared.
 - `check(options)`: what must hold before any work (a compared system's pinned library is installed); it
   raises a `UserError` naming the fix. The settings check calls it for the method and the baseline.
+- `weights(options, knobs)`: the checkpoints its ranking loads, as (source, what) pairs (ColBERTv2's); a run
+  checks each is on disk or reachable before any work (`core.weights`), as it checks the embedder's.
 
 Adding a method: one module in this package with a decorated class, and `conf/method/<name>.yaml`.
 Modules here are imported by `methods/__init__.py` automatically.
@@ -77,11 +80,16 @@ class MethodSpec(Part):
     ablation_knobs: tuple[str, ...] = ()
     base_of: Callable[[dict], tuple[str, dict]] | None = None
     prompt_roles: Callable[[object], tuple[str, ...]] = field(default=_no_roles)
-    retriever_label: str | None = None
+    retriever_label: str | Callable[[dict], str | None] | None = None
     no_llm_label: str = "none"
     reader_sees: str = "passages"
     check: Callable[[object], object] | None = None
     index_parts: tuple[str, ...] | Callable[[object], tuple[str, ...]] = ()
+    weights: Callable[[object, object], tuple[tuple[str, str], ...]] | None = None
+
+    def checkpoints(self, options, knobs) -> tuple[tuple[str, str], ...]:
+        """(source, what) of each checkpoint this method loads under these options and knobs."""
+        return tuple(self.weights(options, knobs)) if self.weights is not None else ()
 
     def parts_of(self, options) -> tuple[str, ...]:
         """The parts of the shared index this method uses under these options."""
@@ -106,11 +114,12 @@ def register_method(
     ablation_knobs: tuple[str, ...] = (),
     base_of: Callable[[dict], tuple[str, dict]] | None = None,
     prompt_roles: Callable[[object], tuple[str, ...]] | None = None,
-    retriever_label: str | None = None,
+    retriever_label: str | Callable[[dict], str | None] | None = None,
     no_llm_label: str = "none",
     reader_sees: str = "passages",
     check: Callable[[object], object] | None = None,
     index_parts: tuple[str, ...] | Callable[[object], tuple[str, ...]] = (),
+    weights: Callable[[object, object], tuple[tuple[str, str], ...]] | None = None,
 ):
     """Class decorator: declare a retrieval method under `name` (see the module docstring)."""
 
@@ -141,6 +150,7 @@ def register_method(
             reader_sees=reader_sees,
             check=check,
             index_parts=index_parts,
+            weights=weights,
         )
         METHODS.add(spec)
         cls.name = name

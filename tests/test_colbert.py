@@ -1,0 +1,140 @@
+"""ColBERTv2 through colbert-ai on a checkpoint built here (tests/tiny_colbert.py), over the demo corpus: the
+library's own vectors (query augmentation, punctuation skipping, truncation), exact MaxSim against two
+references (a brute-force loop, and colbert-ai's own packed scorer), the token cache, and the v1 linker's node
+choice against the legacy code's formula."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hipporag.data.sources import demo_data_dir
+from hipporag.retrieval import colbert
+from hipporag.retrieval.colbert import ColBERTv2, TokenVectors, load_or_encode, maxsim
+
+pytestmark = pytest.mark.slow  # loads colbert-ai (its CPU extension is compiled once per machine)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return [f"{p['title']}\n{p['text']}" for p in json.loads((demo_data_dir() / "demo_corpus.json").read_text())]
+
+
+@pytest.fixture(scope="module")
+def questions():
+    return [q["question"] for q in json.loads((demo_data_dir() / "demo.json").read_text())]
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_colbert):
+    return ColBERTv2(str(tiny_colbert))
+
+
+def brute_force(queries: np.ndarray, texts: TokenVectors) -> np.ndarray:
+    """MaxSim written out: per query, per text, per query token, the best dot product; float64."""
+    out = np.zeros((len(queries), len(texts)))
+    for i, q in enumerate(queries.astype(np.float64)):
+        for j in range(len(texts)):
+            d = texts.of(j).astype(np.float64)
+            out[i, j] = sum(max(float(t @ v) for v in d) for t in q)
+    return out
+
+
+def test_the_vectors_are_colbert_ais_own(encoder, corpus, questions):
+    tokenizer = encoder.checkpoint.raw_tokenizer
+    q = encoder.queries(questions[:3])
+    qlen = encoder.config.query_maxlen
+    assert q.shape == (3, qlen, encoder.config.dim)
+    # query augmentation: a short question is padded with [MASK] to query_maxlen, and the padding has vectors
+    ids, _ = encoder.checkpoint.query_tokenizer.tensorize(questions[:1])
+    assert int((ids[0] == tokenizer.mask_token_id).sum()) > 0 and len(tokenizer.tokenize(questions[0])) + 3 < qlen
+    assert np.allclose(np.linalg.norm(q, axis=2), 1.0, atol=1e-5) and not np.allclose(q[0, -1], q[1, -1])
+    docs = encoder.documents(corpus)
+    assert len(docs) == len(corpus) and docs.vectors.shape[1] == encoder.config.dim
+    assert np.allclose(np.linalg.norm(docs.vectors, axis=1), 1.0, atol=1e-5)
+    # punctuation is skipped: a passage keeps its [CLS], [D] and word pieces, not its commas and full stops
+    first = corpus[0]
+    pieces = tokenizer.tokenize(first)
+    punctuation = sum(p in ",.;:!?()'\"-" for p in pieces)
+    assert punctuation > 0 and len(docs.of(0)) == len(pieces) + 3 - punctuation  # [CLS] [D] ... [SEP]
+    # truncation: doc_maxlen tokens at most, before punctuation is dropped
+    short = ColBERTv2(encoder.model_source, doc_maxlen=16)
+    assert short.identity["doc_maxlen"] == 16 and len(short.documents([first]).of(0)) <= 16
+
+
+def test_maxsim_equals_a_brute_force_loop_and_colbert_ais_scorer_to_1e_5(encoder, corpus, questions, monkeypatch):
+    q = encoder.queries(questions[:4])
+    docs = encoder.documents(corpus)
+    scores = maxsim(q, docs)
+    assert scores.shape == (4, len(corpus))
+    assert np.abs(scores - brute_force(q, docs)).max() < 1e-5
+    # colbert-ai's own scorer of packed passages (one query at a time): the same numbers
+    import torch
+    from colbert.modeling.colbert import colbert_score_packed
+
+    lengths = torch.tensor(np.diff(docs.offsets))
+    for i in range(len(q)):
+        theirs = colbert_score_packed(torch.from_numpy(q[i : i + 1]), torch.from_numpy(docs.vectors), lengths)
+        assert np.abs(scores[i] - theirs.numpy()).max() < 1e-5
+    # held in blocks of a few texts, whatever the corpus: the same scores
+    monkeypatch.setattr(colbert, "SCORE_CELLS", 3 * q.shape[0] * q.shape[1] * 40)
+    assert np.abs(maxsim(q, docs) - scores).max() < 1e-6
+
+
+def test_token_vectors_are_cached_by_encoder_and_texts(encoder, corpus, tmp_path):
+    first, loaded, manifest, spend, folder = load_or_encode(encoder, corpus, "passages", tmp_path)
+    assert not loaded and spend.texts_embedded == len(corpus) and manifest["spend"]["texts_embedded"] == len(corpus)
+    again, loaded, manifest_again, spend, _ = load_or_encode(encoder, corpus, "passages", tmp_path)
+    assert loaded and spend.texts_embedded == 0 and manifest_again["spend"] == manifest["spend"]
+    assert np.array_equal(first.vectors, again.vectors) and np.array_equal(first.offsets, again.offsets)
+    # another corpus, or another cut of the passages, is another folder
+    _, loaded, _, _, other = load_or_encode(encoder, corpus[:-1], "passages", tmp_path)
+    assert not loaded and other != folder
+    short = ColBERTv2(encoder.model_source, doc_maxlen=16)
+    _, loaded, _, _, cut = load_or_encode(short, corpus, "passages", tmp_path)
+    assert not loaded and cut not in (folder, other)
+    # new weights in the same folder are another encoder
+    from tiny_colbert import build_tiny_colbert
+
+    retrained = build_tiny_colbert(tmp_path / "retrained", seed=1)
+    assert ColBERTv2(str(retrained)).identity["weights"] != encoder.identity["weights"] is not None
+    # a damaged file is found on reading and the vectors encoded again
+    (folder / "vectors.npy").write_bytes(b"not an array")
+    healed, loaded, _, _, _ = load_or_encode(encoder, corpus, "passages", tmp_path)
+    assert not loaded and np.array_equal(healed.vectors, first.vectors)
+
+
+def test_the_v1_linker_picks_the_node_the_legacy_formula_scores_best(encoder, tiny_colbert, settings, tmp_path):
+    """`method=hipporag method.linker=colbertv2` on the demo index: every query entity is linked to the node
+    whose MaxSim, computed one node at a time as the legacy code re-scores a PLAID hit
+    (`encoded_query[0].matmul(encoded_doc[0].T).max(dim=1).values.sum()`, over `docFromText([phrase])`), is
+    highest."""
+    from hipporag.data.sources import load_dataset
+    from hipporag.index.build import build_index
+    from hipporag.index.embed import EmbeddingCache, build_embedder
+    from hipporag.index.openie import build_extractor
+    from hipporag.retrieval.methods import RetrievalContext
+
+    s = settings("method=hipporag", "method.linker=colbertv2", f"colbert_model={tiny_colbert}")
+    dataset = load_dataset(s.dataset)
+    embedder = build_embedder(s.embedder)
+    index, _ = build_index(dataset.passage_texts(), build_extractor(s.extractor, None), embedder, s.knobs, tmp_path)
+    ctx = RetrievalContext(
+        index=index, embeddings=EmbeddingCache(embedder, tmp_path), knobs=s.knobs, cache_dir=tmp_path
+    )
+    method = s.method.build()
+    rankings = method.retrieve(ctx, dataset.queries)
+    seeds = [seed for r in rankings for seed in r.diagnostics["seeds"]]
+    assert len(seeds) >= len(dataset.queries)
+    checkpoint = encoder.checkpoint
+    node_vectors = [checkpoint.docFromText([phrase]).float()[0] for phrase in index.entities]
+    for entity, node, score, _ in seeds[:12]:
+        q = checkpoint.queryFromText([entity]).float()[0]
+        legacy = np.array([float(q.matmul(d.T).max(dim=1).values.sum()) for d in node_vectors])
+        assert index.entities[int(np.argmax(legacy))] == node, entity
+        assert score == pytest.approx(legacy.max(), abs=1e-4)
+    assert method.index_cost.what == "colbertv2 entity tokens" and method.index_cost.made.texts_embedded == len(
+        index.entities
+    )
