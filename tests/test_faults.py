@@ -342,7 +342,7 @@ BAD_KNOBS = {
     "filter=sometimes": "filter='sometimes' is not allowed: expected one of none, llm",
     "llm.temperature=-1": "llm.temperature=-1 is not allowed: expected a number >= 0",
     # Hydra's own refusals of the command line, one line and exit 2 too (Hydra prints several and exits 1)
-    "method=nonexistent": "Could not find 'method/nonexistent' Available options in 'method': bm25 dense",
+    "method=nonexistent": "Could not find 'method/nonexistent' Available options in 'method': bm25 colbertv2 dense",
     "damping=[": "no viable alternative at input '['",
 }
 
