@@ -54,3 +54,11 @@ def tiny_colbert(tmp_path_factory):
     from tiny_colbert import build_tiny_colbert
 
     return build_tiny_colbert(tmp_path_factory.mktemp("tiny-colbert") / "checkpoint")
+
+
+@pytest.fixture(scope="session")
+def tiny_rebel(tmp_path_factory):
+    """A REBEL-shaped checkpoint folder built and taught here (tests/tiny_rebel.py), shared by every test."""
+    from tiny_rebel import build_tiny_rebel
+
+    return build_tiny_rebel(tmp_path_factory.mktemp("tiny-rebel") / "checkpoint")

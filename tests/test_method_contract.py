@@ -40,6 +40,15 @@ VARIANTS = {
         ("method.linker=colbertv2", "colbert_model={tiny_colbert}"),
     ],
     "colbertv2": [("colbert_model={tiny_colbert}",)],
+    "proposition": [
+        ("method.propositionizer=llm",),
+        (
+            "method.propositionizer=llm",
+            "method.unit=proposition",
+            "method.retriever=colbertv2",
+            "colbert_model={tiny_colbert}",
+        ),
+    ],
     "ircot": [("method.max_steps=2",), ("method.max_steps=2", "method.base=hipporag2", "filter=llm")],
     "raptor": [("method.max_new_tokens=24",)],
     "lightrag": [
@@ -59,13 +68,17 @@ CASES = [(name, variant) for name in sorted(METHODS) for variant in VARIANTS.get
 
 def scripted_answer(messages: list[dict]) -> str:
     """An answer in the format each request asks for: the filter keeps the first two candidate facts, query
-    NER names the capitalised words, IRCoT thinks one sentence, a RAPTOR summary repeats the start."""
+    NER names the capitalised words, IRCoT thinks one sentence, a RAPTOR summary repeats the start, the
+    propositionizer returns the passage's sentences."""
     from library_scripts import library_request
 
     text = messages[-1]["content"]
     library = library_request(messages)  # LightRAG's and GraphRAG's requests, in their formats
     if library is not None:
         return library
+    if "into propositions" in messages[0]["content"]:
+        content = text.split("Content: ", 1)[1]
+        return json.dumps([s for s in re.split(r"(?<=[.!?])\s+", content) if s])
     if "Candidate facts: " in text:
         facts = json.loads(text.split("Candidate facts: ", 1)[1].splitlines()[0])
         return json.dumps({"fact": facts[:2]})
@@ -143,7 +156,8 @@ def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_hol
     assert again.cache == "loaded" and again.key == first.key and same(first.rankings, again.rankings)
     assert again.made == first.made  # what computing it cost is kept with it, for the ledger of a warm run
     # the index a method builds for itself, and what it cost, is kept with its ranking too
-    builds_own = name in ("raptor", "lightrag", "graphrag", "colbertv2") or "method.linker=colbertv2" in variant
+    builds_own = name in ("raptor", "lightrag", "graphrag", "colbertv2", "proposition")
+    builds_own = builds_own or "method.linker=colbertv2" in variant
     assert (first.made["own_index"] is not None) == builds_own
 
 

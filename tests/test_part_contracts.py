@@ -243,12 +243,14 @@ def prompts_variant(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def extractor_recipes(scripted, openie_file):
+def extractor_recipes(scripted, openie_file, tiny_rebel):
     llm = ["llm=openai", f"llm.base_url={scripted.base_url}", "llm.model=scripted", "llm.timeout=20"]
     return {
         "spacy": Recipe(["extractor=spacy"]),
         "llm": Recipe(["extractor=llm", *llm]),
         "imported": Recipe(["extractor=imported", f"extractor.path={openie_file}"]),
+        # a REBEL-shaped checkpoint built here (tests/tiny_rebel.py): REBEL's weights are not on this machine
+        "rebel": Recipe(["extractor=rebel", f"extractor.model={tiny_rebel}", "extractor.device=cpu"]),
     }
 
 
@@ -273,6 +275,10 @@ def extractor_cases(scripted, openie_file, prompts_variant, tmp_path_factory):
         "imported": (
             [["extractor.batch_size=1"], [f"extractor.path={same_file}"]],
             [[f"extractor.path={other_file}"], ["extractor.missing=extract"]],
+        ),
+        "rebel": (
+            [["extractor.batch_size=1"], ["extractor.generate_batch=1"]],
+            [["extractor.num_beams=1"], ["extractor.max_input_tokens=8"], ["extractor.sequences=2"]],
         ),
     }
 

@@ -5,6 +5,7 @@ and caching mechanics on a tiny BART with REBEL's tags that the test builds, tea
 from __future__ import annotations
 
 import pytest
+from tiny_rebel import PASSAGES, TRIPLES, WORDS  # the tiny checkpoint's passages, answers, words
 
 from hipporag.index.openie.rebel import Generation, RebelExtractor, entities_of, parse_tagged
 
@@ -42,95 +43,6 @@ def test_tagged_output_becomes_head_relation_tail_triples():
 )
 def test_malformed_groups_are_dropped_and_nothing_is_invented(text, triples):
     assert parse_tagged(text) == triples
-
-
-WORDS = [
-    "punta",
-    "cana",
-    "is",
-    "a",
-    "resort",
-    "town",
-    "in",
-    "the",
-    "municipality",
-    "of",
-    "higüey",
-    "province",
-    "located",
-    "entity",
-]
-PASSAGES = [
-    "punta cana is a resort town",
-    "higüey is a municipality in the province",
-    "punta cana is a resort town in the municipality of higüey in the province located in the entity",  # 18 words
-]
-TAGGED = [  # what the tiny model is taught to write for each passage (the third read to its first 12 words)
-    "<s><triplet> punta cana <subj> town <obj> is a</s>",
-    "<s><triplet> higüey <subj> province <obj> located in <subj> municipality <obj> is a</s>",
-    "<s><triplet> punta cana <subj> higüey <obj> located in</s>",
-]
-TRIPLES = [
-    [["punta cana", "is a", "town"]],
-    [["higüey", "located in", "province"], ["higüey", "is a", "municipality"]],
-    [["punta cana", "located in", "higüey"]],
-]
-
-
-@pytest.fixture(scope="module")
-def tiny_rebel(tmp_path_factory):
-    """A 1-layer BART over a 21-word vocabulary whose tokenizer has REBEL's tags, taught (150 Adam steps,
-    seeded) to write TAGGED for PASSAGES, saved as a checkpoint folder: generation, decoding and parsing
-    then have a known answer."""
-    import torch
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import BartConfig, BartForConditionalGeneration, PreTrainedTokenizerFast
-
-    vocab = ["<s>", "<pad>", "</s>", "<unk>", "<triplet>", "<subj>", "<obj>", *WORDS]
-    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core,
-        bos_token="<s>",
-        eos_token="</s>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        additional_special_tokens=["<triplet>", "<subj>", "<obj>"],
-    )
-    torch.manual_seed(0)
-    config = BartConfig(
-        vocab_size=len(vocab),
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=64,
-        bos_token_id=0,
-        pad_token_id=1,
-        eos_token_id=2,
-        decoder_start_token_id=2,
-        forced_eos_token_id=2,
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-    )
-    model = BartForConditionalGeneration(config)
-    inputs = tokenizer(PASSAGES, padding=True, max_length=12, truncation=True, return_tensors="pt")
-    labels = tokenizer(TAGGED, padding=True, add_special_tokens=False, return_tensors="pt")["input_ids"]
-    labels[labels == tokenizer.pad_token_id] = -100
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
-    for _ in range(150):
-        loss = model(**inputs, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    folder = tmp_path_factory.mktemp("tiny_rebel")
-    model.eval().save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 @pytest.mark.slow

@@ -543,3 +543,19 @@ def test_the_colbertv2_presets_pair_each_job_with_its_colbertv2_row(tmp_path):
     rows = table_rows(compare_sweep(ircot))
     assert rows["ircot + colbertv2"]["paper row"] == "IRCoT + ColBERTv2"
     assert rows["ircot + hipporag"]["paper row"] == "IRCoT + HippoRAG (ColBERTv2)"
+    # the Proposition rows: the embedder's (the primary row) and ColBERTv2's
+    props = tmp_path / "v1_table2_proposition"
+    for job, method in enumerate(("proposition", "proposition_colbertv2")):
+        write_job(
+            props,
+            job,
+            "v1_table2_proposition",
+            method,
+            {"proposition": (0.5, None, None)},
+            "dataset=musique_train",
+            "baseline=null",
+        )
+    text = compare_sweep(props)
+    paired = [line for line in text.splitlines() if line.startswith("| ") and "proposition" in line]
+    assert [line.split(" | ")[3] for line in paired] == ["Proposition", "Proposition (ColBERTv2)"]
+    assert rows["ircot + hipporag"]["paper row"] == "IRCoT + HippoRAG (ColBERTv2)"

@@ -165,15 +165,21 @@ def classify_ablation(method: str, cfg: dict) -> str | None:
 
 
 # v1 Table 5 keeps HippoRAG whole and swaps its OpenIE: a job of the full method on one of these extractors
-# stands for that row (the rows' `ablation` column)
+# (or with `extractor=llm` on one of these LLMs) stands for that row (the rows' `ablation` column)
 OPENIE_ROWS = {"rebel": "openie_rebel"}
+OPENIE_LLM_ROWS = {"llama3.18binstruct": "openie_llama3.1_8b", "llama3.170binstruct": "openie_llama3.1_70b"}
 
 
 def openie_row(key: str | None, cfg: dict) -> str | None:
     """The paper row key of a job: `key` (its ablation), or the OpenIE row when it is the full method on an
-    extractor of OPENIE_ROWS."""
+    extractor of OPENIE_ROWS or an LLM of OPENIE_LLM_ROWS."""
+    if key != "full":
+        return key
     extractor = (cfg.get("extractor") or {}).get("name")
-    return OPENIE_ROWS.get(extractor, key) if key == "full" else key
+    if extractor == "llm":
+        model = re.sub(r"[^a-z0-9.]", "", str((cfg.get("llm") or {}).get("model", "")).split("/")[-1].lower())
+        return OPENIE_LLM_ROWS.get(model, key)
+    return OPENIE_ROWS.get(extractor, key)
 
 
 def _changed_switches(method: str, cfg: dict) -> dict:
@@ -254,6 +260,41 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", str(name).split("/")[-1].lower())
 
 
+def _same_model(ours: str, theirs: str) -> bool:
+    """Our retriever is the paper's: the same name (`_norm`), or a checkpoint of the family the paper names
+    ("GTR" for sentence-transformers/gtr-t5-base)."""
+    a, b = _norm(ours), _norm(theirs)
+    return a == b or (len(b) >= 3 and a.startswith(b))
+
+
+def our_row(job: str, method: str, is_baseline: bool, cfg: dict, metrics: dict, table: Table, ablation=None) -> OurRow:
+    """One of our rows: a job's method (or its baseline) with its resolved config `cfg`, its metrics.json
+    `metrics` and the `+ablation=` it was run with, keyed as the paper table keys its rows."""
+    if table.by == "method":
+        key = method
+    elif table.by == "ablation":
+        key = ablation if not is_baseline else None
+        key = key or (classify_ablation(method, cfg) if not is_baseline else None)
+        key = openie_row(key, cfg)
+    else:
+        key = None if is_baseline else str(cfg.get(table.knob))
+    m = (metrics.get("methods") or {}).get(method, {})
+    setting = {**our_setting(method, cfg), **_prompt_set_name(metrics)}
+    return OurRow(
+        job=job,
+        method=method,
+        is_baseline=is_baseline,
+        key=key,
+        dataset=str(metrics.get("dataset") or (cfg.get("dataset") or {}).get("name")),
+        n_queries=m.get("n_queries", metrics.get("n_queries")),
+        n_passages=(metrics.get("index") or {}).get("passages"),
+        metrics={k: m.get(k) for k in METRICS},  # fractions 0..1, as recall
+        setting=setting,
+        switches=_changed_switches(method, cfg),
+        base=setting.get("base"),
+    )
+
+
 def load_rows(sweep_dir: Path, table: Table) -> tuple[list[OurRow], list[str]]:
     """One OurRow per (job, method) of the sweep, keyed as the paper table keys its rows; and one line per
     damaged job left out (`run.sweep_folders`)."""
@@ -262,32 +303,9 @@ def load_rows(sweep_dir: Path, table: Table) -> tuple[list[OurRow], list[str]]:
     for _, r in frame.iterrows():
         job_dir = sweep_dir / str(r.job)
         cfg = _yaml(job_dir / "resolved_config.yaml")
-        metrics = read_metrics(job_dir)
-        method = str(r.method)
-        if table.by == "method":
-            key = method
-        elif table.by == "ablation":
-            key = job_overrides(job_dir).get("ablation") if not r.is_baseline else None
-            key = key or (classify_ablation(method, cfg) if not r.is_baseline else None)
-            key = openie_row(key, cfg)
-        else:
-            key = None if r.is_baseline else str(cfg.get(table.knob))
-        m = metrics["methods"].get(method, {})
-        setting = {**our_setting(method, cfg), **_prompt_set_name(metrics)}
+        ablation = job_overrides(job_dir).get("ablation") if table.by == "ablation" else None
         rows.append(
-            OurRow(
-                job=str(r.job),
-                method=method,
-                is_baseline=bool(r.is_baseline),
-                key=key,
-                dataset=str(metrics.get("dataset") or (cfg.get("dataset") or {}).get("name")),
-                n_queries=m.get("n_queries", metrics.get("n_queries")),
-                n_passages=(metrics.get("index") or {}).get("passages"),
-                metrics={k: m.get(k) for k in METRICS},  # fractions 0..1, as recall
-                setting=setting,
-                switches=_changed_switches(method, cfg),
-                base=setting.get("base"),
-            )
+            our_row(str(r.job), str(r.method), bool(r.is_baseline), cfg, read_metrics(job_dir), table, ablation)
         )
     # A baseline row repeats in every job; keep it once, and only when no job ran that method itself.
     own = {(row.name, row.dataset) for row in rows if not row.is_baseline}
@@ -327,13 +345,12 @@ def match_paper_row(row: OurRow, table: Table, paper_rows: list[dict], dataset: 
     if not names:
         return None, {}
     if len(names) > 1:
-        same = [
-            n
-            for n in names
-            if any(p["paper_row"] == n and _norm(p["retriever"]) == _norm(row.setting["retriever"]) for p in pool)
-        ]
+        ours = row.setting["retriever"]
+        same = [n for n in names if any(p["paper_row"] == n and _norm(p["retriever"]) == _norm(ours) for p in pool)]
+        # a paper that names the family only ("GTR") for our checkpoint (sentence-transformers/gtr-t5-base)
+        family = [n for n in names if any(p["paper_row"] == n and _same_model(ours, p["retriever"]) for p in pool)]
         primary = [n for n in names if any(p["paper_row"] == n and p["primary"] == "yes" for p in pool)]
-        names = same or primary or names
+        names = same or family or primary or names
     name = names[0]
     return name, {p["metric"]: p for p in pool if p["paper_row"] == name}
 
@@ -346,7 +363,7 @@ def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table
         fields = tuple(dict.fromkeys((*METHODS.get(row.base).setting_fields, *fields)))
     for fld in fields:
         theirs, ours = paper.get(fld, ""), row.setting.get(fld, "")
-        if not theirs or _norm(theirs) == _norm(ours):
+        if not theirs or _norm(theirs) == _norm(ours) or (fld == "retriever" and _same_model(ours, theirs)):
             continue
         if fld == "extractor" and ours.startswith("imported ") and _norm(theirs) in _norm(ours):
             continue  # the paper's own LLM's OpenIE, imported (e.g. openie_results_ner_gpt-3.5-turbo-1106.json)
@@ -522,12 +539,20 @@ def compare_reporting(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Print a sweep's numbers beside the paper table it reproduces.")
-    ap.add_argument("sweep_dir", type=Path, help="the sweep folder of `python run.py -m +experiment=NAME ...`")
+    ap.add_argument(
+        "sweep_dir", type=Path, nargs="?", help="the sweep folder of `python run.py -m +experiment=NAME ...`"
+    )
+    ap.add_argument(
+        "--rows",
+        action="store_true",
+        help="list every row of both papers' tables with the command that runs it here (or why none does)",
+    )
     ap.add_argument(
         "--table",
         help="paper table, when the sweep was not run with +experiment=NAME "
-        "(table2_qa, table3_methods, table4_ablations, table5_passage_node_weight, v1_table2, "
-        "v1_table3 = v1_table3_ircot, v1_table4_qa, v1_table4_ircot_qa, v1_table5)",
+        "(table2_qa, table3_methods, table4_ablations, table5_passage_node_weight, v1_table2 (also "
+        "v1_table2_colbertv2, v1_table2_proposition), v1_table3 = v1_table3_ircot (also v1_table3_ircot_colbertv2), "
+        "v1_table4_qa, v1_table4_ircot_qa, v1_table5)",
     )
     ap.add_argument(
         "--paper-dataset",
@@ -545,6 +570,13 @@ def main(argv: list[str] | None = None) -> int:
         help="folder of the paper-number CSVs (default: reproduce/paper_numbers of the checkout)",
     )
     args = ap.parse_args(argv)
+    if args.rows:
+        from hipporag.paper.rows import rows_report
+
+        print(rows_report(args.paper_numbers))
+        return 0
+    if args.sweep_dir is None:
+        ap.error("give a sweep folder, or --rows")
     try:
         text, left_out = compare_reporting(args.sweep_dir, args.table, args.paper_dataset, args.paper_numbers)
     except UserError as e:

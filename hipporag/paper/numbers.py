@@ -91,6 +91,7 @@ TABLES = {
 TABLES["passage_node_weight"] = TABLES["table5_passage_node_weight"]
 TABLES["v1_table3"] = TABLES["v1_table3_ircot"]
 TABLES["v1_table2_colbertv2"] = TABLES["v1_table2"]  # the same table's ColBERTv2 rows
+TABLES["v1_table2_proposition"] = TABLES["v1_table2"]  # and its Proposition rows
 TABLES["v1_table3_ircot_colbertv2"] = TABLES["v1_table3_ircot"]
 TABLES.update({t.file_stem: t for t in list(TABLES.values())})
 

@@ -16,6 +16,7 @@ is refused before any work):
 | `triples` | `passage`; `named_entities` (JSON list) or `named_entity_json` (JSON `{"named_entities": [...]}`) | `triple_extraction` |
 | `filter` | `question`; `facts` (JSON list of triples) or `fact_before_filter` (JSON `{"fact": [...]}`) | the DSPy filter |
 | `ircot` | `prompt_user` (the official assembly: each shown passage through the role's `passage` template, then `Question: <question>\nThought:` and the thoughts so far joined by spaces); optional role | `ircot_*` with `reason_step`'s `prompt_user` |
+| `proposition` | `content` (the passage's text), and optionally `title` (its first line); optional role | none in HippoRAG: the propositionizer of Dense X Retrieval (`method=proposition method.propositionizer=llm`) |
 
 The reader also says how an answer is read from a response (`answer`): `last` (ours: the text after the
 last "Answer:", stripped; no marker: the whole response, stripped) or `first` (official HippoRAG.qa:
@@ -46,10 +47,11 @@ class RoleSpec:
     required: tuple[str, ...] = ()
     one_of: tuple[str, ...] = ()  # at least one of these
     optional_role: bool = False
+    optional: tuple[str, ...] = ()  # allowed, not needed
 
     @property
     def allowed(self) -> set[str]:
-        return set(self.required) | set(self.one_of)
+        return set(self.required) | set(self.one_of) | set(self.optional)
 
 
 ROLES: dict[str, RoleSpec] = {
@@ -58,6 +60,7 @@ ROLES: dict[str, RoleSpec] = {
     "triples": RoleSpec(required=("passage",), one_of=("named_entities", "named_entity_json")),
     "filter": RoleSpec(required=("question",), one_of=("facts", "fact_before_filter")),
     "ircot": RoleSpec(required=("prompt_user",), optional_role=True),
+    "proposition": RoleSpec(required=("content",), optional=("title",), optional_role=True),
 }
 SET_KEYS = {"name", "source", *ROLES}
 
@@ -163,6 +166,7 @@ class PromptSet:
     triples: Prompt
     filter: Prompt
     ircot: IrcotPrompt | None = None
+    proposition: Prompt | None = None
     source: dict = field(default_factory=dict)  # provenance of an imported set: repository, commit, digests
 
     def role_digests(self) -> dict[str, str]:

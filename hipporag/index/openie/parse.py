@@ -81,6 +81,11 @@ def _decode(text: str):
     return None
 
 
+def decode_json(text: str):
+    """The first JSON value an answer holds (fences, prose, truncation and Python quotes repaired), or None."""
+    return _decode(text) if isinstance(text, str) else None
+
+
 def _find_key(obj, keys: tuple[str, ...]):
     """The value under any of `keys` (case-insensitive), searching nested objects breadth-first."""
     queue = [obj]

@@ -60,6 +60,19 @@ class OwnIndexCost:
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder and folder.is_dir() else 0
         return cls(what=what, built=built, made=made, this_run=this_run, disk_bytes=size)
 
+    def plus(self, other: OwnIndexCost | None) -> OwnIndexCost:
+        """Two indexes a method keeps for itself (ColBERTv2's entity and passage tokens, propositions and their
+        vectors) as one: costs summed, `made` unknown when either is."""
+        if other is None:
+            return self
+        return OwnIndexCost(
+            what=f"{self.what} + {other.what}",
+            built=self.built if self.built == other.built else f"{self.built} + {other.built}",
+            made=None if self.made is None or other.made is None else self.made + other.made,
+            this_run=self.this_run + other.this_run,
+            disk_bytes=self.disk_bytes + other.disk_bytes,
+        )
+
     def as_dict(self) -> dict:
         return {
             "what": self.what,

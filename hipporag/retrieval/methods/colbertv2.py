@@ -51,22 +51,10 @@ class OwnTokens:
         key = (what, ctx.index.key)
         if key not in self._sets:
             tokens, loaded, manifest, spend, folder = load_or_encode(encoder, texts, what, ctx.cache_dir)
-            self._add(OwnIndexCost.of(f"colbertv2 {what} tokens", loaded, manifest, spend, folder))
+            cost = OwnIndexCost.of(f"colbertv2 {what} tokens", loaded, manifest, spend, folder)
+            self.cost = self.cost.plus(cost) if self.cost is not None else cost  # entity nodes, then passages
             self._sets[key] = tokens
         return self._sets[key]
-
-    def _add(self, cost: OwnIndexCost) -> None:
-        """Two sets (entity nodes, then passages for a fallback) are one own index: their costs summed."""
-        old = self.cost
-        if old is not None:
-            cost = OwnIndexCost(
-                what=f"{old.what} + {cost.what}",
-                built=old.built if old.built == cost.built else f"{old.built} + {cost.built}",
-                made=None if old.made is None or cost.made is None else old.made + cost.made,
-                this_run=old.this_run + cost.this_run,
-                disk_bytes=old.disk_bytes + cost.disk_bytes,
-            )
-        self.cost = cost
 
 
 @register_method(
