@@ -87,9 +87,9 @@ def tiny_propositionizer(tmp_path_factory):
     """A 1-layer encoder-decoder (BART: absolute positions learn a short answer by heart in a few steps) over a
     word-level vocabulary, taught (200 Adam steps, seeded) to write TAUGHT for the README-format inputs of
     PASSAGES, saved as a checkpoint folder that `AutoModelForSeq2SeqLM` loads as it loads the Flan-T5 one."""
-    import torch
+    from tiny_bart import teach_tiny_bart
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import BartConfig, BartForConditionalGeneration, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     inputs = [flan_t5_input(p) for p in PASSAGES]
     words = sorted({w for text in inputs + TAUGHT for w in TOKEN.findall(text)} - {"</s>"})
@@ -99,40 +99,10 @@ def tiny_propositionizer(tmp_path_factory):
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, bos_token="<s>", pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
     )
-    torch.manual_seed(0)
-    config = BartConfig(
-        vocab_size=len(vocab),
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=64,
-        bos_token_id=0,
-        pad_token_id=1,
-        eos_token_id=2,
-        decoder_start_token_id=2,
-        forced_eos_token_id=2,
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-    )
-    model = BartForConditionalGeneration(config)
     enc = tokenizer([words_of(t) for t in inputs], padding=True, return_tensors="pt")
     labels = tokenizer([words_of(t) for t in TAUGHT], padding=True, return_tensors="pt")["input_ids"]
     labels[labels == tokenizer.pad_token_id] = -100
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
-    for _ in range(200):
-        loss = model(**enc, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    folder = tmp_path_factory.mktemp("tiny_propositionizer")
-    model.eval().save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return teach_tiny_bart(tokenizer, enc, labels, 200, tmp_path_factory.mktemp("tiny_propositionizer"))
 
 
 @pytest.mark.slow

@@ -44,9 +44,9 @@ def build_tiny_rebel(folder: Path) -> Path:
     """A 1-layer BART over a 21-word vocabulary whose tokenizer has REBEL's tags, taught (150 Adam steps,
     seeded) to write TAGGED for PASSAGES, saved as a checkpoint folder: generation, decoding and parsing
     then have a known answer."""
-    import torch
+    from tiny_bart import teach_tiny_bart
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import BartConfig, BartForConditionalGeneration, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     vocab = ["<s>", "<pad>", "</s>", "<unk>", "<triplet>", "<subj>", "<obj>", *WORDS]
     core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>"))
@@ -59,37 +59,7 @@ def build_tiny_rebel(folder: Path) -> Path:
         unk_token="<unk>",
         additional_special_tokens=["<triplet>", "<subj>", "<obj>"],
     )
-    torch.manual_seed(0)
-    config = BartConfig(
-        vocab_size=len(vocab),
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=64,
-        bos_token_id=0,
-        pad_token_id=1,
-        eos_token_id=2,
-        decoder_start_token_id=2,
-        forced_eos_token_id=2,
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-    )
-    model = BartForConditionalGeneration(config)
     inputs = tokenizer(PASSAGES, padding=True, max_length=12, truncation=True, return_tensors="pt")
     labels = tokenizer(TAGGED, padding=True, add_special_tokens=False, return_tensors="pt")["input_ids"]
     labels[labels == tokenizer.pad_token_id] = -100
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
-    for _ in range(150):
-        loss = model(**inputs, labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    folder.mkdir(parents=True, exist_ok=True)
-    model.eval().save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return teach_tiny_bart(tokenizer, inputs, labels, 150, folder)
