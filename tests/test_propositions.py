@@ -173,8 +173,11 @@ def test_the_llm_path_asks_once_per_passage_and_never_stores_a_failed_request(ll
     again, stats = run_propositions(passages, splitter, tmp_path)
     assert stats.split == 1 and again[1].items == ["Orla Dunmore: Orla Dunmore is a sculptor."]
     assert sum(server.completed.values()) == 2  # the stored passage was not asked again
-    # another prompt is another propositionizer: nothing shared
-    assert LLMPropositionizer(model, shipped(), max_new_tokens=64).identity != splitter.identity
+    # another setting is another propositionizer: nothing shared, and its store is not counted as this one's
+    other = LLMPropositionizer(model, shipped(), max_new_tokens=64)
+    assert other.identity != splitter.identity
+    assert run_propositions(passages, other, tmp_path)[1].disk_bytes > 0
+    assert run_propositions(passages, splitter, tmp_path)[1].disk_bytes == stats.disk_bytes > 0
 
 
 @pytest.mark.slow

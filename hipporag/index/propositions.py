@@ -190,10 +190,17 @@ class PropositionStats:
     unusable: int = 0  # answers that arrived and gave no proposition (stored)
     failed_requests: int = 0  # LLM requests that failed (not stored)
     made: Spend = field(default_factory=Spend)  # what asking for every passage's propositions cost, by whichever run
+    disk_bytes: int = 0  # this propositionizer's store (not the other stores beside it)
 
 
 def proposition_store(cache_dir: Path, identity: dict) -> KeyValueStore:
     return KeyValueStore(Path(cache_dir) / "propositions" / f"{stable_key(identity)}.sqlite", identity)
+
+
+def _store_bytes(path: Path) -> int:
+    """What one store holds on disk: its SQLite file with its -wal / -shm, or its segment folder."""
+    files = [p for hit in path.parent.glob(f"{path.name}*") for p in ([hit] if hit.is_file() else hit.rglob("*"))]
+    return sum(p.stat().st_size for p in files if p.is_file())
 
 
 def run_propositions(
@@ -226,6 +233,7 @@ def run_propositions(
             bar.update(len(chunk))
     if store is not None:
         store.close()
+        stats.disk_bytes = _store_bytes(store.path)
     stats.split = len(todo)
     ordered = [found[k] for k in keys]
     for r in {k: found[k] for k in keys}.values():

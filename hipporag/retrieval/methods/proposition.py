@@ -13,7 +13,6 @@ query's diagnostics (`passages_without_propositions`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -105,10 +104,8 @@ class PropositionRetriever:
             llm = ctx.llm if self.options.propositionizer == "llm" else None
             with measure(llm, None) as spend:
                 propositions, stats = run_propositions(passages, self._propositionizer(ctx), ctx.cache_dir)
-            folder = Path(ctx.cache_dir, "propositions") if ctx.cache_dir else None
-            disk = sum(f.stat().st_size for f in folder.glob("*.sqlite*")) if folder and folder.is_dir() else 0
             built = "earlier" if stats.split == 0 else "this run only" if stats.failed_requests else "now"
-            self._split_cost = OwnIndexCost("propositions", built, stats.made, spend, disk)
+            self._split_cost = OwnIndexCost("propositions", built, stats.made, spend, stats.disk_bytes)
             self._units = (key, *units_of(passages, propositions, self.options.unit))
         return self._units[1:]
 
