@@ -128,7 +128,7 @@ def test_the_store_writer_commits_from_many_threads_and_reports_a_failed_commit(
 
 def test_the_corpus_identity_is_unambiguous_for_any_text():
     """Joining passages with a separator let two corpora share one key (and one graph) when a passage held it."""
-    from hipporag.index.build import corpus_hash
+    from hipporag.cache.keys import corpus_hash
 
     assert corpus_hash(["a\x00b"]) != corpus_hash(["a", "b"])
     assert corpus_hash(["a", "b\x00c"]) != corpus_hash(["a\x00b", "c"])

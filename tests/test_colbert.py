@@ -1,7 +1,8 @@
 """ColBERTv2 through colbert-ai on a checkpoint built here (tests/tiny_colbert.py), over the demo corpus: the
 library's own vectors (query augmentation, punctuation skipping, truncation), exact MaxSim against two
-references (a brute-force loop, and colbert-ai's own packed scorer), the token cache, and the v1 linker's node
-choice against the legacy code's formula."""
+references (a brute-force loop, and colbert-ai's own packed scorer) on numpy and on torch, the token cache, the
+v1 linker's node choice against the legacy code's formula, and colbert-ai's PLAID index (`method.search=plaid`)
+against exact MaxSim."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ import json
 import numpy as np
 import pytest
 
+from hipporag.core.errors import MissingDependencyError, SettingError
 from hipporag.data.sources import demo_data_dir
 from hipporag.retrieval import colbert
-from hipporag.retrieval.colbert import ColBERTv2, TokenVectors, load_or_encode, maxsim
+from hipporag.retrieval.colbert import (
+    ColBERTv2,
+    PlaidSearcher,
+    TokenVectors,
+    build_plaid,
+    faiss_version,
+    load_or_encode,
+    maxsim,
+)
 
 pytestmark = pytest.mark.slow  # loads colbert-ai (its CPU extension is compiled once per machine)
 
@@ -106,24 +116,39 @@ def test_token_vectors_are_cached_by_encoder_and_texts(encoder, corpus, tmp_path
     assert not loaded and np.array_equal(healed.vectors, first.vectors)
 
 
-def test_the_v1_linker_picks_the_node_the_legacy_formula_scores_best(encoder, tiny_colbert, settings, tmp_path):
+@pytest.fixture(scope="module")
+def demo_index(tmp_path_factory):
+    """The demo's index (any method's: it does not depend on the method), its dataset, embedder and cache."""
+    from hipporag.data.sources import load_dataset
+    from hipporag.index.build import build_index
+    from hipporag.index.embed import build_embedder
+    from hipporag.index.openie import build_extractor
+    from hipporag.run.settings import compose, load_settings
+
+    s = load_settings(compose())
+    cache = tmp_path_factory.mktemp("colbert-demo-cache")
+    dataset = load_dataset(s.dataset)
+    embedder = build_embedder(s.embedder)
+    index, _ = build_index(dataset.passage_texts(), build_extractor(s.extractor, None), embedder, s.knobs, cache)
+    return index, dataset, embedder, cache
+
+
+def context(demo_index, s):
+    from hipporag.index.embed import EmbeddingCache
+    from hipporag.retrieval.methods import RetrievalContext
+
+    index, _, embedder, cache = demo_index
+    return RetrievalContext(index=index, embeddings=EmbeddingCache(embedder, cache), knobs=s.knobs, cache_dir=cache)
+
+
+def test_the_v1_linker_picks_the_node_the_legacy_formula_scores_best(encoder, tiny_colbert, settings, demo_index):
     """`method=hipporag method.linker=colbertv2` on the demo index: every query entity is linked to the node
     whose MaxSim, computed one node at a time as the legacy code re-scores a PLAID hit
     (`encoded_query[0].matmul(encoded_doc[0].T).max(dim=1).values.sum()`, over `docFromText([phrase])`), is
     highest."""
-    from hipporag.data.sources import load_dataset
-    from hipporag.index.build import build_index
-    from hipporag.index.embed import EmbeddingCache, build_embedder
-    from hipporag.index.openie import build_extractor
-    from hipporag.retrieval.methods import RetrievalContext
-
     s = settings("method=hipporag", "method.linker=colbertv2", f"colbert_model={tiny_colbert}")
-    dataset = load_dataset(s.dataset)
-    embedder = build_embedder(s.embedder)
-    index, _ = build_index(dataset.passage_texts(), build_extractor(s.extractor, None), embedder, s.knobs, tmp_path)
-    ctx = RetrievalContext(
-        index=index, embeddings=EmbeddingCache(embedder, tmp_path), knobs=s.knobs, cache_dir=tmp_path
-    )
+    index, dataset, _, _ = demo_index
+    ctx = context(demo_index, s)
     method = s.method.build()
     rankings = method.retrieve(ctx, dataset.queries)
     seeds = [seed for r in rankings for seed in r.diagnostics["seeds"]]
@@ -138,3 +163,78 @@ def test_the_v1_linker_picks_the_node_the_legacy_formula_scores_best(encoder, ti
     assert method.index_cost.what == "colbertv2 entity tokens" and method.index_cost.made.texts_embedded == len(
         index.entities
     )
+
+
+def test_maxsim_on_torch_is_maxsim_on_numpy(encoder, corpus, questions, monkeypatch):
+    """The torch path (CUDA when a GPU is seen) gives numpy's scores; tried here on torch's CPU device, with
+    blocks small enough that texts are split across many of them."""
+    q, docs = encoder.queries(questions), encoder.documents(corpus)
+    on_numpy = maxsim(q, docs, device="cpu")
+    monkeypatch.setattr(colbert, "SCORE_CELLS", q.shape[0] * q.shape[1] * 70)  # about two passages per block
+    np.testing.assert_allclose(
+        colbert._maxsim_torch(q.reshape(-1, q.shape[2]), *q.shape[:2], docs, "cpu"), on_numpy, atol=1e-5
+    )
+    np.testing.assert_allclose(maxsim(q, docs, device="cpu"), on_numpy, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def wide_colbert(tmp_path_factory):
+    """The tiny checkpoint at ColBERTv2's own 128 dimensions: PLAID's 2-bit codec, the legacy code's setting,
+    needs the dimension a multiple of 16."""
+    from tiny_colbert import build_tiny_colbert
+
+    return build_tiny_colbert(tmp_path_factory.mktemp("wide-colbert") / "checkpoint", dim=128)
+
+
+def test_plaid_approximates_exact_maxsim_and_is_cached(wide_colbert, corpus, questions, tmp_path):
+    encoder = ColBERTv2(str(wide_colbert))
+    folder, loaded, manifest, spend = build_plaid(encoder, corpus, "passages", tmp_path, nbits=2)
+    assert not loaded and manifest["spend"]["texts_embedded"] == len(corpus) == spend.texts_embedded
+    q = encoder.queries(questions)
+    exact = maxsim(q, encoder.documents(corpus))
+    found = PlaidSearcher(encoder, folder, corpus).search(q, k=10)
+    top1 = 0
+    for row, (pids, scores) in zip(exact, found):
+        assert 0 < len(pids) <= 10 and len(set(pids.tolist())) == len(pids) and np.all(np.diff(scores) <= 0)
+        # PLAID re-scores its candidates by MaxSim over the 2-bit-compressed vectors: near the exact scores
+        np.testing.assert_allclose(scores, exact_of := row[pids], rtol=3e-2)
+        assert exact_of.max() <= row.max()
+        top1 += pids[0] == row.argmax()
+    assert top1 >= 15  # 19 of 20 when measured (reproduce/fidelity_colbert.py prints it)
+    # built once: the second call loads it; a damaged index file is found and the index built again
+    again, loaded, *_ = build_plaid(encoder, corpus, "passages", tmp_path, nbits=2)
+    assert loaded and again == folder
+    (folder / "plaid" / "indexes" / "index" / "centroids.pt").write_bytes(b"damaged")
+    _, loaded, *_ = build_plaid(encoder, corpus, "passages", tmp_path, nbits=2)
+    assert not loaded
+    # another codec is another index
+    other, loaded, *_ = build_plaid(encoder, corpus, "passages", tmp_path, nbits=1)
+    assert not loaded and other != folder
+
+
+def test_method_colbertv2_with_plaid_gives_partial_rankings_in_plaids_order(wide_colbert, settings, demo_index):
+    from hipporag.retrieval.methods.base import ranking_violations
+
+    s = settings("method=colbertv2", "method.search=plaid", f"colbert_model={wide_colbert}", "retrieval_top_k=8")
+    index, dataset, _, cache = demo_index
+    method = s.method.build()
+    rankings = method.retrieve(context(demo_index, s), dataset.queries)
+    assert ranking_violations(rankings, len(index.passages), len(dataset.queries)) == []
+    assert all(r.diagnostics["partial"] and 0 < len(r.order) <= 8 for r in rankings)
+    encoder = ColBERTv2(str(wide_colbert))
+    folder, loaded, *_ = build_plaid(encoder, index.passages, "passage", cache, nbits=2)
+    assert loaded  # the method built it, in the run's cache
+    expected = PlaidSearcher(encoder, folder, index.passages).search(
+        encoder.queries([q.question for q in dataset.queries]), 8
+    )
+    assert [r.order.tolist() for r in rankings] == [pids.tolist() for pids, _ in expected]
+    assert method.index_cost.what == "colbertv2 passage PLAID index" and method.index_cost.built == "now"
+
+
+def test_plaid_refuses_a_codec_the_dimension_does_not_allow_and_a_missing_faiss(encoder, corpus, tmp_path, monkeypatch):
+    with pytest.raises(SettingError, match=r"method.nbits=2: .*8-dimensional"):
+        build_plaid(encoder, corpus, "passages", tmp_path, nbits=2)
+    monkeypatch.setitem(__import__("sys").modules, "faiss", None)  # as if faiss were not installed
+    with pytest.raises(MissingDependencyError, match="needs faiss") as e:
+        faiss_version()
+    assert "[plaid]" in e.value.hint

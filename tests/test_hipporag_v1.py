@@ -65,3 +65,38 @@ def test_no_linkable_entity_falls_back_and_is_deterministic(ctx):
     assert all(np.array_equal(a.order, b.order) for a, b in zip(r1, r2))
     with pytest.raises(ValueError, match="ner='nope'"):
         get_method("hipporag", {"ner": "nope"}).retrieve(ctx, qs)
+
+
+def test_spread_to_neighbors_follows_the_legacy_rule():
+    """The legacy `get_neighbors`, worked by hand on a path 0-1-2-3 (and a lone node 4): each seed gives half the
+    query's smallest seed weight, once, to every node it reaches within the hops, itself included when a
+    path comes back to it."""
+    import igraph as ig
+
+    from hipporag.retrieval.methods.hipporag_v1 import spread_to_neighbors
+
+    graph = ig.Graph(n=5, edges=[(0, 1), (1, 2), (2, 3)])
+    seeds = np.array([[1.0, 0, 0, 0.5, 0], [0, 0, 0, 0, 0]])
+    np.testing.assert_allclose(spread_to_neighbors(graph, seeds, 1)[0], [1.0, 0.25, 0.25, 0.5, 0])
+    two = spread_to_neighbors(graph, seeds, 2)
+    np.testing.assert_allclose(two[0], [1.25, 0.5, 0.5, 0.75, 0])  # 0 reaches {1, 0, 2}; 3 reaches {2, 1, 3}
+    assert not two[1].any() and seeds[0, 1] == 0  # a query without seeds stays empty; the seeds are not changed
+
+
+def test_the_ppr_alternatives_score_passages_without_a_walk(ctx):
+    """v1 Table 5's "Rq Nodes Only" scores only the passages holding a seed; "Rq Nodes & Neighbors" reaches the
+    bridge passage at one hop and the river's own passage at two; PPR reaches those three too."""
+    import dataclasses
+
+    q = Query(id="q", question="Which river flows past the town where Ada Brenn was born?", gold_answers=["River Elm"])
+
+    def scored(**knobs):
+        [r] = get_method("hipporag").retrieve(dataclasses.replace(ctx, knobs=ctx.knobs.replace(**knobs)), [q])
+        by_title = {ctx.index.passages[i].split("\n")[0]: s for i, s in zip(r.order.tolist(), r.scores.tolist())}
+        return {title for title, s in by_title.items() if s > 0}, r.diagnostics["seeds"]
+
+    only, seeds = scored(graph_walk="query_nodes")
+    assert [s[1] for s in seeds] == ["ada brenn"] and only == {"Ada Brenn"}
+    assert scored(graph_walk="neighbors", neighbor_hops=1)[0] == {"Ada Brenn", "Marlow"}
+    assert scored(graph_walk="neighbors", neighbor_hops=2)[0] == {"Ada Brenn", "Marlow", "River Elm"}
+    assert scored(graph_walk="ppr")[0] == {"Ada Brenn", "Marlow", "River Elm"}

@@ -55,12 +55,14 @@ def test_a_graph_missing_failed_passages_is_not_cached(tmp_path, knobs):
         ("extractor=rebel", "REBEL model Babelscape/rebel-large"),
         ("method=colbertv2", "ColBERTv2 model colbert-ir/colbertv2.0"),
         ("method=hipporag_colbertv2", "ColBERTv2 model colbert-ir/colbertv2.0"),
+        ("method=raptor_colbertv2", "ColBERTv2 model colbert-ir/colbertv2.0"),
+        ("method=colbertv2 method.search=plaid", "ColBERTv2 model colbert-ir/colbertv2.0"),
         ("method=proposition", "propositionizer model chentong00/propositionizer-wiki-flan-t5-large"),
     ],
 )
 def test_a_model_neither_on_disk_nor_reachable_stops_the_run_in_one_line_before_any_work(tmp_path, choice, model):
     """An embedder, extractor or retriever offline with an empty Hugging Face cache (`embedder=contriever`, the
-    Table 2 rows GTR and GTE-Qwen2, v1 Table 5's REBEL, the v1 ColBERTv2 and Proposition rows): one line naming the model and HF_HUB_OFFLINE, exit 2, and no OpenIE
+    Table 2 rows GTR and GTE-Qwen2, v1 Table 5's REBEL, the v1 ColBERTv2 (exact or PLAID), RAPTOR (ColBERTv2) and Proposition rows): one line naming the model and HF_HUB_OFFLINE, exit 2, and no OpenIE
     (nothing in the cache) rather than a traceback after it."""
     from cli import run_cli
 

@@ -222,6 +222,29 @@ def test_demo_rankings_cover_every_passage_with_monotone_scores(demo):
     assert recall5 > 0.5  # the demo's gold passages are mostly found
 
 
+def test_colbertv2_searches_the_same_tree_by_maxsim(demo, tiny_colbert, settings):
+    """`method=raptor_colbertv2` (v1's "RAPTOR (ColBERTv2)"): the cached tree, not built again, its nodes (passages
+    and summaries) scored by ColBERTv2 MaxSim: the top nodes are exact MaxSim's."""
+    import dataclasses
+
+    from hipporag.retrieval.colbert import ColBERTv2, maxsim
+
+    dataset, ctx, method, _ = demo
+    s = settings("method=raptor_colbertv2", "method.max_new_tokens=32", f"colbert_model={tiny_colbert}")
+    searched = get_method("raptor", s.method)
+    rankings = searched.retrieve(dataclasses.replace(ctx, knobs=s.knobs), dataset.queries)
+    assert searched.tree_loaded and searched.tree.texts == method.tree.texts
+    encoder = ColBERTv2(str(tiny_colbert))
+    nodes = encoder.documents([*ctx.index.passages, *method.tree.texts])
+    sims = maxsim(encoder.queries([q.question for q in dataset.queries]), nodes)
+    for r, row in zip(rankings, sims):
+        top = r.diagnostics["top_nodes"]
+        assert [v for v, _, _ in top] == np.argsort(-row, kind="stable")[:5].tolist()
+        np.testing.assert_allclose([score for _, _, score in top], np.sort(row)[::-1][:5], atol=1e-4)
+        assert sorted(r.order.tolist()) == list(range(len(ctx.index.passages)))
+    assert searched.index_cost.what == "raptor tree + colbertv2 raptor node tokens"
+
+
 def test_a_deeper_tree_nests_and_ranks_by_the_leaf_rule(demo, failing_llm):
     """Several levels on the demo corpus (reduction_dim=5 lets the 2nd level be clustered again); the failing
     LLM makes every summary extractive, which keeps this quick."""

@@ -174,3 +174,16 @@ def test_parts_built_by_construct_have_an_option_for_every_parameter(part, optio
     params = set(inspect.signature(load(part)).parameters)
     fields = {f.name for f in dataclasses.fields(load(options))}
     assert params <= fields, f"{part} takes {sorted(params - fields)}, which no option of {options} sets"
+
+
+@pytest.mark.parametrize(
+    "variant, base, switch",
+    [
+        ("hipporag_colbertv2", "hipporag", {"linker": "colbertv2"}),
+        ("proposition_colbertv2", "proposition", {"retriever": "colbertv2"}),
+        ("raptor_colbertv2", "raptor", {"retriever": "colbertv2"}),
+    ],
+)
+def test_a_method_variant_file_differs_from_its_method_in_its_switch_alone(variant, base, switch):
+    """A second file of a method (for presets to sweep) repeats the method's options: none may drift."""
+    assert group_config("method", variant) == {**group_config("method", base), **switch}

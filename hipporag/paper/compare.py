@@ -141,8 +141,9 @@ def _ablation_definitions() -> tuple[dict, dict]:
     of the checkout; empty without one (rows are then labelled by their switches, not by an ablation name)."""
     config = CONF_DIR / "config.yaml"
     defaults = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
-    switches = {k: defaults[k] for k in ablation_knobs("hipporag2") if k in defaults}
     ablations = {p.stem: yaml.safe_load(p.read_text()) or {} for p in sorted((CONF_DIR / "ablation").glob("*.yaml"))}
+    named = {k for method in METHODS for k in ablation_knobs(method)} | {k for spec in ablations.values() for k in spec}
+    switches = {k: defaults[k] for k in sorted(named) if k in defaults}
     return switches, ablations
 
 

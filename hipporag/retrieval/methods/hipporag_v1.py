@@ -8,6 +8,10 @@ ner_to_node instruction and linked to its most similar entity node; a linked nod
 entity-only graph (fact and synonymy edges, no passage nodes); passage score = sum over its entities
 of their PPR mass. A question with no linkable entity falls back to dense retrieval, counted.
 
+`graph_walk` replaces PPR by the v1 paper's "PPR alternatives" (Table 5), as the legacy code computes them:
+`query_nodes` scores passages by the seed weights alone; `neighbors` first adds, once per seed node, half the
+smallest seed weight to every node within `neighbor_hops` hops of it (`spread_to_neighbors`).
+
 `linker=colbertv2` links as the v1 paper's best rows (HippoRAG (ColBERTv2)) and the legacy code do: each
 query entity, encoded as a ColBERTv2 query, to the entity node with the highest MaxSim (exact, over every
 node: `retrieval.colbert`); the nodes' token vectors are the method's own index. Its fallback is ColBERTv2's
@@ -80,12 +84,43 @@ def _entity_structures(index):
     return cached
 
 
+def _walk(p, entity_graph, seeds: np.ndarray) -> np.ndarray:
+    """Node weights, queries x entities, from the seed weights: PPR, or one of its v1 alternatives."""
+    if p.graph_walk == "ppr":
+        return personalized_pagerank(entity_graph, seeds, damping=p.damping, engine=p.ppr_engine, device=p.ppr_device)
+    if p.graph_walk == "query_nodes":
+        return seeds
+    return spread_to_neighbors(entity_graph, seeds, p.neighbor_hops)
+
+
+def spread_to_neighbors(graph, seeds: np.ndarray, hops: int) -> np.ndarray:
+    """The legacy `get_neighbors`: for each seed node, every node reached within `hops` hops (edges either
+    way; the seed itself too when a path returns to it, another seed too) gains half the query's smallest seed
+    weight, once per seed that reaches it."""
+    out = np.array(seeds, dtype=np.float64)
+    for row, weights in zip(out, seeds):
+        initial = np.flatnonzero(weights)
+        if not initial.size:
+            continue
+        bonus = 0.5 * weights[initial].min()
+        for node in initial:
+            reached, frontier = set(), [int(node)]
+            for _ in range(hops):
+                step = {n for f in frontier for n in graph.neighbors(f)}
+                reached |= step
+                frontier = list(step)
+            row[list(reached)] += bonus
+    return out
+
+
 @register_method(
     "hipporag",
     index_parts=_parts,
     cache_knobs=(
         "damping",
         "node_specificity",
+        "graph_walk",
+        "neighbor_hops",  # read only with graph_walk=neighbors
         "ppr_engine",
         "ppr_device",
         "method_options",
@@ -98,7 +133,7 @@ def _entity_structures(index):
     setting_fields=("retriever", "extractor", "llm"),
     no_llm_label="none (spaCy query NER)",
     llm_role="query NER",
-    ablation_knobs=("node_specificity", "synonymy_edges"),
+    ablation_knobs=("node_specificity", "synonymy_edges", "graph_walk"),
     retriever_label=_retriever_label,
     check=_check,
     weights=_weights,
@@ -146,10 +181,8 @@ class HippoRAGv1Retriever:
         out = []
         passage_scores = {}
         if rows:
-            ppr = personalized_pagerank(
-                entity_graph, resets[rows], damping=p.damping, engine=p.ppr_engine, device=p.ppr_device
-            )
-            passage_scores = dict(zip(rows, (incidence @ ppr.T).T))
+            walked = _walk(p, entity_graph, resets[rows])
+            passage_scores = dict(zip(rows, (incidence @ walked.T).T))
         fallback = self._fallback_scores(ctx, [q for q, d in zip(queries, diags) if d["fallback"]])
         for qi, diag in enumerate(diags):
             if diag["fallback"]:

@@ -32,12 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from hipporag.cache.keys import corpus_hash
 from hipporag.core.errors import DatasetError, MissingDependencyError
 from hipporag.core.meter import measure
 from hipporag.core.registry import option, options_dict
 from hipporag.core.rules import choice, integer, number, text
 from hipporag.data.dataset import Query
-from hipporag.index.build import corpus_hash
 from hipporag.retrieval.library_bridge import (
     LibraryEmbedder,
     LibraryLLM,

@@ -51,12 +51,12 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from hipporag.cache.keys import corpus_hash
 from hipporag.core.errors import DatasetError, SettingError
 from hipporag.core.meter import measure
 from hipporag.core.registry import option, options_dict
 from hipporag.core.rules import Rule, boolean, choice, integer, number, text
 from hipporag.data.dataset import Query
-from hipporag.index.build import corpus_hash
 from hipporag.retrieval.library_bridge import (
     LibraryEmbedder,
     LibraryLLM,

@@ -28,6 +28,9 @@ Building the tree (once per corpus, embedder, LLM and tree options; cached under
 
 Retrieval (all queries at once): the query is embedded in the `query_to_passage` mode (as dense
 retrieval does) and scored against every node, leaves and summaries alike, with one matrix product.
+`retriever=colbertv2` (the v1 paper's "RAPTOR (ColBERTv2)" row) scores the same nodes by ColBERTv2's exact
+MaxSim instead (`colbert_model=`; the nodes' token vectors are cached as the method's own index); the tree is
+still clustered on the embedder's vectors, and the same tree serves both retrievers.
 Passage ranking (so recall is comparable with the other methods): walk the nodes best first; a leaf
 places its own passage; a summary places its descendant passages, those not placed yet, in order of their
 own similarity to the query, at its rank; a passage keeps its first (best) position. A passage no
@@ -50,13 +53,14 @@ import numpy as np
 
 from hipporag.cache.files import atomic_write_json, read_json
 from hipporag.cache.folders import load_or_build_folder
-from hipporag.cache.keys import stable_key
+from hipporag.cache.keys import corpus_hash, stable_key
 from hipporag.core.meter import measure
 from hipporag.core.registry import option, options_dict
-from hipporag.core.rules import integer, number
+from hipporag.core.rules import choice, integer, number
 from hipporag.data.dataset import Query
-from hipporag.index.build import corpus_hash
+from hipporag.retrieval.colbert import WHAT, library_version, maxsim
 from hipporag.retrieval.methods.base import OwnIndexCost, Ranking, RetrievalContext
+from hipporag.retrieval.methods.colbertv2 import OwnTokens
 from hipporag.retrieval.methods.registry import register_method
 
 log = logging.getLogger(__name__)
@@ -64,7 +68,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RaptorOptions:
-    """The tree options (conf/method/raptor.yaml says what each one does); all enter the tree's identity."""
+    """The tree options (conf/method/raptor.yaml says what each one does); all but `retriever` (how the built
+    tree is searched) enter the tree's identity."""
 
     levels: int = option(integer(1))
     reduction_dim: int = option(integer(1))
@@ -74,8 +79,10 @@ class RaptorOptions:
     max_cluster_tokens: int = option(integer(1))
     max_new_tokens: int = option(integer(1))
     seed: int = option(integer(0))
+    retriever: str = option(choice("embedder", "colbertv2"))  # nodes scored by the embedder=, or ColBERTv2 MaxSim
 
 
+SEARCH_ONLY = ("retriever",)  # options that do not change the tree
 TREE_VERSION = 1  # bump when a code change changes the trees built from the same inputs
 STAGE = "raptor/summary"
 QUERY_BLOCK = 256
@@ -331,7 +338,7 @@ def tree_identity(passages: list[str], embedder, llm, o: RaptorOptions) -> dict:
         "corpus": corpus_hash(passages),
         "embedder": embedder.identity,
         "llm": {"identity": getattr(llm, "identity", None), "decoding": decoding},
-        "options": dict(sorted(options_dict(o).items())),
+        "options": {k: v for k, v in sorted(options_dict(o).items()) if k not in SEARCH_ONLY},
         "prompt": stable_key({"system": SUMMARY_SYSTEM, "user": SUMMARY_USER}),
     }
 
@@ -438,17 +445,23 @@ def passage_ranking(sims: np.ndarray, ancestors: np.ndarray, n_passages: int, wa
     "raptor",
     index_parts=("passage_vectors",),
     # the tree depends on the LLM and the method options; the reader's node texts on qa_top_k
-    cache_knobs=("method_options", "llm", "qa_top_k", "query_instructions"),
+    cache_knobs=("method_options", "llm", "qa_top_k", "query_instructions", "colbert_model"),
     uses_llm=lambda values: True,
     options=RaptorOptions,
     setting_fields=("retriever", "llm"),
     llm_role="summary LLM",
+    retriever_label=lambda values: (
+        "ColBERTv2" if (values.get("method_options") or {}).get("retriever") == "colbertv2" else None
+    ),
+    check=lambda options: library_version() if options.retriever == "colbertv2" else None,
+    weights=lambda options, knobs: ((knobs.colbert_model, WHAT),) if options.retriever == "colbertv2" else (),
 )
 class RaptorRetriever:
     def __init__(self, options: RaptorOptions):
         self.options = options
         self.tree: Tree | None = None
         self.tree_loaded = False
+        self.own = OwnTokens() if options.retriever == "colbertv2" else None
 
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         with measure(ctx.llm, ctx.embeddings) as spend:
@@ -458,20 +471,14 @@ class RaptorRetriever:
         self.index_cost = OwnIndexCost.of("raptor tree", self.tree_loaded, manifest, spend, folder)
         self.tree = tree
         passages = ctx.index.passages
-        summary_vecs = (
-            ctx.embeddings.embed(tree.texts, what="raptor summaries")
-            if tree.texts
-            else np.zeros((0, ctx.index.passage_vecs.shape[1]), dtype=np.float32)
-        )
-        node_vecs = np.vstack([ctx.index.passage_vecs, summary_vecs])
-        query_vecs = ctx.query_vectors(queries, "query_to_passage")
+        scores_of = self._colbert_scores(ctx, queries, tree) if self.own else self._dense_scores(ctx, queries, tree)
         ancestors = ancestor_table(tree)
         k = ctx.knobs.qa_top_k
         n = len(passages)
         text = lambda node: passages[node] if node < n else f"{SUMMARY_TITLE}\n{tree.texts[node - n]}"
         out = []
         for start in range(0, len(queries), QUERY_BLOCK):  # blocks bound the queries x nodes arrays' memory
-            sims = query_vecs[start : start + QUERY_BLOCK] @ node_vecs.T  # queries x all nodes, one product
+            sims = scores_of(start, start + QUERY_BLOCK)  # queries x all nodes
             order, scores, node_order = passage_ranking(sims, ancestors, n)
             for qi in range(len(sims)):
                 top = node_order[qi, :k].tolist()
@@ -485,3 +492,24 @@ class RaptorRetriever:
                     Ranking(order=order[qi], scores=scores[qi], diagnostics=diag, contexts=[text(v) for v in top])
                 )
         return out
+
+    def _dense_scores(self, ctx: RetrievalContext, queries: list[Query], tree: Tree):
+        """Cosine of each query with every node (leaves are the passage vectors, summaries embedded now)."""
+        summary_vecs = (
+            ctx.embeddings.embed(tree.texts, what="raptor summaries")
+            if tree.texts
+            else np.zeros((0, ctx.index.passage_vecs.shape[1]), dtype=np.float32)
+        )
+        node_vecs = np.vstack([ctx.index.passage_vecs, summary_vecs])
+        query_vecs = ctx.query_vectors(queries, "query_to_passage")
+        return lambda start, stop: query_vecs[start:stop] @ node_vecs.T  # one product
+
+    def _colbert_scores(self, ctx: RetrievalContext, queries: list[Query], tree: Tree):
+        """ColBERTv2 MaxSim of each query with every node's text; the nodes' token vectors are the method's own
+        index (in the ledger beside the tree)."""
+        nodes = self.own.of(ctx, [*ctx.index.passages, *tree.texts], "raptor node")
+        self.index_cost = self.index_cost.plus(self.own.cost)
+        encoder = self.own.encoder(ctx)
+        return lambda start, stop: maxsim(encoder.queries([q.question for q in queries[start:stop]]), nodes).astype(
+            np.float64
+        )
