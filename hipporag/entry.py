@@ -126,8 +126,10 @@ def check_output_folder(cfg, knob: str) -> None:
             )
 
 
-def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | None:
-    """Check the settings, run the experiment, and turn user errors and Ctrl-C into clean exits."""
+def run_checked(cfg: DictConfig, run_dir: Path, sweep_group: str | None = None) -> dict:
+    """The settings checked, then the run (metrics.json's content returned); what a user must fix is raised
+    as a `UserError`, a full disk or a foreign cache among them. `run_main` and the Python API (`hipporag.api`)
+    both go through here."""
     from hipporag.cache.storage_errors import guard_log_files
     from hipporag.core.redact import protect_run
 
@@ -136,7 +138,6 @@ def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | 
     from hipporag.run.tracking import detach_inherited_wandb_service
 
     detach_inherited_wandb_service()  # this run's W&B service is its own (see there)
-    full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     try:
         from hipporag.run.settings import load_settings
 
@@ -144,7 +145,21 @@ def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | 
         # heavy imports (torch through the embedder, the LLM) only once the knobs are known to be good
         from hipporag.run.experiment import run_experiment
 
-        metrics = run_experiment(cfg, run_dir, sweep_group=sweep_group, settings=settings)
+        return run_experiment(cfg, run_dir, sweep_group=sweep_group, settings=settings)
+    except (OSError, sqlite3.Error) as e:  # a full disk, a read-only or foreign cache: one line naming where
+        from hipporag.cache.storage_errors import storage_error
+
+        error = storage_error(e, cfg.get("cache_dir"))
+        if error is None:
+            raise
+        raise error from e
+
+
+def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | None:
+    """Run (`run_checked`), and turn user errors and Ctrl-C into clean exits."""
+    full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    try:
+        metrics = run_checked(cfg, run_dir, sweep_group)
     except UserError as e:
         if full_error:
             raise
@@ -153,13 +168,6 @@ def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | 
         if full_error:
             raise
         interrupted(e, sweep_group, run_dir)
-    except (OSError, sqlite3.Error) as e:  # a full disk, a read-only or foreign cache: one line naming where
-        from hipporag.cache.storage_errors import storage_error
-
-        error = storage_error(e, cfg.get("cache_dir"))
-        if error is None or full_error:
-            raise
-        fail(f"error: {error.one_line()}", EXIT_USER_ERROR)
     if metrics.get("status") == "degraded" and sweep_group is None:
         sys.exit(EXIT_DEGRADED)  # a sweep goes on; its report and exit code say it at the end
     return metrics

@@ -86,6 +86,7 @@ def layer_of(module: str) -> int:
 def test_every_module_lives_in_a_subpackage_of_the_layers_or_is_a_command():
     top = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__")
     assert top == [
+        "api",
         "cli",
         "dashboard",
         "entry",
@@ -94,7 +95,9 @@ def test_every_module_lives_in_a_subpackage_of_the_layers_or_is_a_command():
         "regress",
         "reproduce",
         "rerun",
-    ], top  # run.py's body, the commands and `hipporag` (cli) listing them (`report`: hipporag/report/__main__.py)
+    ], (
+        top
+    )  # the Python API, run.py's body, the commands and `hipporag` (cli) listing them (`report`: hipporag/report/__main__.py)
     assert sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()) == sorted(LAYERS)
 
 

@@ -1,0 +1,402 @@
+"""The harness as a library: `python run.py` and `python run.py -m` from Python, what a run recorded, and the
+stages on a user's own passages and questions in memory.
+
+    import hipporag
+    result = hipporag.run("method=bm25", "tracker=none")          # one experiment, as python run.py would
+    result.methods["bm25"].recall[5], result.records.head()        # typed scores, per-query records (pandas)
+    results = hipporag.sweep("damping=0.3,0.5", "tracker=none")     # a sweep: one Result per job
+
+    corpus = hipporag.Corpus(["Alder\nAlder is a town.", ...])     # OpenIE, embeddings, graph (conf/'s choices)
+    corpus.retrieve(["Where is Alder?"], "method=hipporag2")       # any registered method, its options too
+    corpus.answer(["Where is Alder?"], "method=dense")             # and the reader
+
+Experiments: the same composition (conf/, the overrides in Hydra's spelling), the same checks before any work, the same
+caches and the same run folder (`outputs/runs/<date>/<time>-<random>/`, or `run_dir=`) as the command line:
+`run` goes through `entry.run_checked`, as `python run.py` does. What the command line prints and exits with
+2 is raised here as the same one-line `UserError` (`e.one_line()`); a degraded run is returned, with
+`Result.status == "degraded"`, as the command line returns exit code 3. A sweep runs its jobs one after the
+other in this process, into `<sweep_dir>/<job>/` with Hydra's own records (`multirun.yaml`, each job's
+`.hydra/overrides.yaml`), so that the report, the dashboard and `hipporag reproduce` read it as they read a
+`python run.py -m` sweep; the report and the dashboard are written at the end.
+
+Components (`Corpus`, `Corpus.retrieve`, `Corpus.answer`): the overrides choose the extractor, embedder, LLM,
+method and knobs as on the command line (no dataset is read); the index, the OpenIE results, the embeddings,
+the rankings and the LLM's answers go to the same caches (`cache_dir`) under the same keys as a run's. An
+override of `retrieve` or `answer` that would change the index (the extractor, the embedder, an index knob) is
+refused: it belongs to the `Corpus`. A reader request that failed is an answer of "" with its `error`, never a
+silent empty answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from hipporag.run.sweep_folders import METRICS_FILE
+
+RECORDS_FILE = "per_query.parquet"
+
+
+@dataclass(frozen=True)
+class MethodScores:
+    """One method's scores in a run (metrics.json `methods.<name>`): recall@k by k, EM and F1 (None when the
+    run did not read), fallbacks, timings; `raw` is the whole entry (confidence intervals, the paired test)."""
+
+    recall: dict[int, float]
+    em: float | None
+    f1: float | None
+    n_queries: int
+    fallbacks: int
+    retrieve_s: float
+    read_s: float
+    raw: dict = field(repr=False)
+
+    @classmethod
+    def of(cls, entry: dict) -> MethodScores:
+        recall = {int(k.split("@")[1]): float(v) for k, v in entry.items() if k.startswith("recall@") and v is not None}
+        return cls(
+            recall=dict(sorted(recall.items())),
+            em=entry.get("em"),
+            f1=entry.get("f1"),
+            n_queries=int(entry.get("n_queries", 0)),
+            fallbacks=int(entry.get("fallbacks", 0)),
+            retrieve_s=float(entry.get("retrieve_s", 0.0)),
+            read_s=float(entry.get("read_s", 0.0)),
+            raw=entry,
+        )
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one run recorded, read back from its folder: the typed scores of each method, the per-query
+    records, each method's cost ledger, the provenance, and metrics.json whole (`metrics`)."""
+
+    run_dir: Path
+    status: str  # ok | degraded (too many failed LLM calls or unusable answers: the numbers are not the method's)
+    dataset: str
+    method: str
+    baseline: str | None
+    methods: dict[str, MethodScores]
+    ledger: dict[str, dict]
+    provenance: dict
+    metrics: dict = field(repr=False)
+
+    @classmethod
+    def read(cls, run_dir: Path | str) -> Result:
+        """A run folder's record (this API's, `python run.py`'s, or a sweep job's); a folder that is not one,
+        or whose record is damaged, is one `UserError` line naming the file."""
+        from hipporag.run.sweep_folders import read_metrics
+
+        run_dir = Path(run_dir)
+        metrics = read_metrics(run_dir)
+        return cls(
+            run_dir=run_dir,
+            status=metrics.get("status", "ok"),
+            dataset=metrics.get("dataset", ""),
+            method=metrics["method"],
+            baseline=metrics.get("baseline"),
+            methods={name: MethodScores.of(entry) for name, entry in metrics["methods"].items()},
+            ledger=metrics.get("cost", {}),
+            provenance=metrics.get("provenance", {}),
+            metrics=metrics,
+        )
+
+    @property
+    def records(self) -> pd.DataFrame:
+        """One row per method x question (per_query.parquet): gold, retrieved passages and scores, answer,
+        EM, F1, recall@k, the method's diagnostics."""
+        return pd.read_parquet(self.run_dir / RECORDS_FILE)
+
+
+def run(*overrides: str, run_dir: Path | str | None = None) -> Result:
+    """`python run.py OVERRIDES...` in this process; its record read back. `run_dir`: where its files go
+    (default: conf/config.yaml's `hydra.run.dir`, as the command line)."""
+    cfg = _compose(list(overrides))
+    folder = Path(run_dir) if run_dir is not None else Path(cfg.hydra.run.dir)
+    _run_one(cfg, folder, sweep_group=None)
+    return Result.read(folder)
+
+
+def sweep(*overrides: str, sweep_dir: Path | str | None = None) -> list[Result]:
+    """`python run.py -m OVERRIDES...` in this process: every job (the command line's sweeps and a preset's
+    `hydra.sweeper.params`, as Hydra's basic sweeper expands them) checked before the first runs, then run one
+    after the other into `<sweep_dir>/<job>/`; the report and the dashboard written at the end. A degraded job
+    does not stop the sweep (its Result says so); a user error does, as on the command line."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from hipporag.entry import write_partial_sweep_report
+    from hipporag.report.dashboard import write_after_sweep
+    from hipporag.report.sweep_report import write_report
+    from hipporag.run.settings import load_settings
+
+    plain = [o for o in overrides if not _is_sweep(o)]
+    base = _compose(plain)
+    folder = Path(sweep_dir) if sweep_dir is not None else Path(base.hydra.sweep.dir)
+    params = [f"{k}={v}" for k, v in (base.hydra.sweeper.params or {}).items()]
+    [jobs] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides([*params, *overrides]), None)
+    configs = [_compose(job, hydra_sweep_dir=folder, job_num=i) for i, job in enumerate(jobs)]
+    for cfg in configs:  # every job checked before the first starts (run.sweep_check's rule)
+        load_settings(cfg)
+    folder.mkdir(parents=True, exist_ok=True)
+    multirun = OmegaConf.merge(base, {"hydra": {"overrides": {"task": list(overrides)}, "mode": "MULTIRUN"}})
+    OmegaConf.save(multirun, folder / "multirun.yaml")
+    results = []
+    group = folder.name
+    try:
+        for i, (job, cfg) in enumerate(zip(jobs, configs)):
+            job_dir = folder / str(i)
+            (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
+            OmegaConf.save(OmegaConf.create(list(job)), job_dir / ".hydra" / "overrides.yaml")
+            _run_one(cfg, job_dir, sweep_group=group)
+            results.append(Result.read(job_dir))
+            write_report(folder, partial=i + 1 < len(jobs))
+    except KeyboardInterrupt:
+        write_partial_sweep_report(folder)
+        raise
+    write_after_sweep(folder)
+    return results
+
+
+def _is_sweep(override: str) -> bool:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_overrides([override])[0].is_sweep_override()
+
+
+def _compose(overrides: list[str], hydra_sweep_dir: Path | None = None, job_num: int | None = None):
+    """The config `python run.py OVERRIDES` runs, with its `hydra` node (its run folder, its overrides); a
+    command line Hydra refuses is one `SettingError` line, as `python run.py` prints it."""
+    from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
+
+    from hipporag.core.errors import SettingError
+    from hipporag.run.settings import compose
+    from hipporag.run.sweep_check import hydra_words
+
+    extra = []
+    if hydra_sweep_dir is not None:
+        extra = [f"hydra.sweep.dir={hydra_sweep_dir}", f"hydra.job.num={job_num}", "hydra.mode=MULTIRUN"]
+    try:
+        return compose(*overrides, *extra, hydra=True)
+    except (OverrideParseException, MissingConfigException, ConfigCompositionException) as e:
+        raise SettingError(hydra_words(e), hint="hipporag.run's overrides are python run.py's") from None
+
+
+@contextmanager
+def _hydra_config(cfg) -> Iterator[None]:
+    """Hydra's runtime record of this run (what `HydraConfig.get()` answers inside `python run.py`), set for
+    the run and cleared after it."""
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().set_config(cfg)
+    try:
+        yield
+    finally:
+        HydraConfig.instance().cfg = None
+
+
+@contextmanager
+def _run_log(run_dir: Path) -> Iterator[None]:
+    """run.log in the run folder, as Hydra's job logging writes it for `python run.py` (INFO and up)."""
+    import logging
+
+    handler = logging.FileHandler(run_dir / "run.log")
+    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    handler.setLevel(logging.INFO)
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(min(level, logging.INFO) if level else logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        handler.close()
+
+
+def _run_one(cfg, run_dir: Path, sweep_group: str | None) -> None:
+    """One run of a composed config (its `hydra` node set aside, as Hydra hands a job its config)."""
+    from omegaconf import open_dict
+
+    from hipporag.entry import run_checked
+    from hipporag.run.settings import load_settings
+
+    job_cfg = cfg.copy()
+    with open_dict(job_cfg):
+        del job_cfg["hydra"]
+    load_settings(job_cfg)  # a bad knob is refused before the run folder exists
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with _hydra_config(cfg), _run_log(run_dir):
+        run_checked(job_cfg, run_dir, sweep_group)
+
+
+# ------------------------------------------------------------------------------------------- components
+@dataclass(frozen=True)
+class Retrieved:
+    """One question's ranking: the passages best first (at most `retrieval_top_k`) with their scores, what the
+    reader is shown (`contexts`, the top `qa_top_k`, or a method's own texts), the method's diagnostics; after
+    `answer`, the reader's answer, its raw response, and the request error if it failed."""
+
+    question: str
+    passages: list[str]
+    scores: list[float]
+    contexts: list[str]
+    diagnostics: dict = field(repr=False)
+    answer: str | None = None
+    response: str | None = field(default=None, repr=False)
+    error: str | None = None
+
+
+class Corpus:
+    """A user's passages indexed as `python run.py` indexes a dataset's: `Corpus(passages, *overrides)`, each
+    passage "Title\ntext" (as a dataset's are joined), with the extractor, embedder and index knobs the
+    overrides choose (conf/'s defaults otherwise). A corpus that is empty or not text is one `DatasetError`
+    line. (Not `hipporag.index(...)`: `hipporag.index` is the subpackage that builds indexes.)"""
+
+    def __init__(self, passages: Sequence[str], *overrides: str):
+        from hipporag.cache.fs import set_cache_mode
+        from hipporag.index.build import build_index
+        from hipporag.index.embed import build_embedder
+        from hipporag.index.openie import build_extractor
+
+        passages = _texts(passages, "passages")
+        self.overrides = tuple(overrides)
+        self.settings = _settings(self.overrides)
+        knobs = self.settings.knobs
+        self.cache_dir = Path(knobs.cache_dir).expanduser()
+        set_cache_mode(knobs.cache_mode)
+        self._llms: dict[str, object] = {}
+        llm = self._llm(self.settings)
+        self.embedder = build_embedder(self.settings.embedder)
+        self.embedder.check_weights()
+        extractor = build_extractor(self.settings.extractor, llm, self.settings.prompts)
+        self.index, self.report = build_index(passages, extractor, self.embedder, knobs, self.cache_dir)
+
+    @property
+    def passages(self) -> list[str]:
+        return self.index.passages
+
+    def _llm(self, settings):
+        from hipporag.llm.backends import build_llm
+
+        key = repr(settings.llm)
+        if key not in self._llms:  # models load lazily: a fully cached call never loads one
+            self._llms[key] = build_llm(settings.llm, self.cache_dir, fail_fast=settings.knobs.fail_on_llm_error)
+        return self._llms[key]
+
+    def _method_settings(self, overrides: tuple[str, ...]):
+        """The settings of the index's overrides followed by these; refused if they would change the index."""
+        from hipporag.core.errors import SettingError
+        from hipporag.core.knobs import INDEX
+
+        settings = _settings((*self.overrides, *overrides))
+        for part in ("extractor", "embedder"):
+            if getattr(settings, part) != getattr(self.settings, part):
+                raise SettingError(f"{part}= changes the index: give it to the Corpus, not to this call")
+        mine, theirs = settings.knobs.values(INDEX), self.settings.knobs.values(INDEX)
+        changed = sorted(k for k in mine if mine[k] != theirs[k])
+        if changed:
+            knob = changed[0]
+            raise SettingError(f"{knob}={mine[knob]} changes the index: give it to the Corpus, not to this call")
+        return settings
+
+    def _ranked(self, questions: Sequence[str], overrides: tuple[str, ...]):
+        from hipporag.core.weights import check_weights
+        from hipporag.index.embed import EmbeddingCache
+        from hipporag.retrieval.methods import METHODS, RetrievalContext
+        from hipporag.retrieval.ranking_cache import key_values, rank
+
+        settings = self._method_settings(overrides)
+        method, knobs, llm = settings.method, settings.knobs, self._llm(settings)
+        for source, what in METHODS[method.name].checkpoints(method.options, knobs):
+            check_weights(source, what)
+        queries = _queries(questions)
+        ctx = RetrievalContext(
+            index=self.index,
+            embeddings=EmbeddingCache(self.embedder, self.cache_dir),
+            knobs=knobs,
+            llm=llm,
+            cache_dir=self.cache_dir,
+            prompts=settings.prompts,
+        )
+        values = key_values(knobs, method, llm, self.embedder, settings.prompts)
+        return settings, queries, rank(method, ctx, queries, self.index, values).rankings
+
+    def retrieve(self, questions: Sequence[str], *overrides: str) -> list[Retrieved]:
+        """Each question ranked by the method the overrides choose (`method=...`, its options, the knobs)."""
+        from hipporag.llm.reader import reader_contexts
+
+        settings, queries, rankings = self._ranked(_texts(questions, "questions"), overrides)
+        contexts = reader_contexts(rankings, self.passages, settings.knobs.qa_top_k)
+        top = settings.knobs.retrieval_top_k
+        return [
+            Retrieved(
+                question=q.question,
+                passages=[self.passages[i] for i in r.order[:top]],
+                scores=[float(x) for x in r.scores[:top]],
+                contexts=c,
+                diagnostics=r.diagnostics,
+            )
+            for q, r, c in zip(queries, rankings, contexts)
+        ]
+
+    def answer(self, questions: Sequence[str], *overrides: str) -> list[Retrieved]:
+        """`retrieve`, then the reader (the prompt set's `reader` role, the `reader=` options) on what it shows."""
+        import dataclasses
+
+        from hipporag.llm.reader import read
+
+        retrieved = self.retrieve(questions, *overrides)
+        settings = self._method_settings(overrides)
+        raw, answers, errors, _ = read(
+            self._llm(settings),
+            _queries([r.question for r in retrieved]),
+            [r.contexts for r in retrieved],
+            settings.prompts.reader,
+            settings.reader,
+            stage=f"reader/{settings.method.name}",
+        )
+        return [
+            dataclasses.replace(r, answer=a, response=text, error=e)
+            for r, a, text, e in zip(retrieved, answers, raw, errors)
+        ]
+
+
+def _queries(questions: Sequence[str]) -> list:
+    """The user's questions as the stages take them: no gold (recall is not scored)."""
+    from hipporag.data.dataset import Query
+
+    return [Query(id=f"q{i}", question=q, gold_answers=[], has_gold=False) for i, q in enumerate(questions)]
+
+
+def _texts(items: Sequence[str], what: str) -> list[str]:
+    from hipporag.core.errors import DatasetError
+
+    items = [items] if isinstance(items, str) else list(items)
+    if not items:
+        raise DatasetError(f"no {what} given")
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip():
+            raise DatasetError(f"{what}[{i}] is {'empty' if isinstance(item, str) else type(item).__name__}, not text")
+    return items
+
+
+def _settings(overrides: Sequence[str]):
+    """The typed settings of `python run.py OVERRIDES` (its `hydra` node set aside)."""
+    from omegaconf import open_dict
+
+    from hipporag.run.settings import load_settings
+
+    cfg = _compose(list(overrides))
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return load_settings(cfg)
+
+
+__all__ = ["METRICS_FILE", "Corpus", "MethodScores", "Result", "Retrieved", "run", "sweep"]

@@ -1,0 +1,134 @@
+"""The Python API (`hipporag.run`, `hipporag.sweep`, `Result`): README's example as it stands, a run equal to the
+command line's on the same cache, a sweep read by the report as a `python run.py -m` one, errors raised as the
+command line's one line and nothing written."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli import run_cli
+
+import hipporag
+from hipporag.core.errors import DatasetError, SettingError
+from hipporag.core.textnorm import passage_id
+from hipporag.run.sweep_folders import job_overrides, swept_knobs
+
+pytestmark = pytest.mark.slow  # runs experiments (MiniLM)
+
+ROOT = Path(__file__).resolve().parents[1]
+QUIET = ("read=false", "tracker=none")
+
+
+def readme_example() -> tuple[str, list[str]]:
+    """README's "From Python" section: its Python blocks, one program, and the lines it says they print."""
+    section = (ROOT / "README.md").read_text().split("## From Python", 1)[1].split("\n## ", 1)[0]
+    code = "".join(re.findall(r"```python\n(.*?)```", section, re.S))
+    printed = [line for block in re.findall(r"```text\n(.*?)```", section, re.S) for line in block.splitlines()]
+    return code, printed
+
+
+def test_the_readme_example_prints_what_the_readme_says(tmp_path):
+    code, printed = readme_example()
+    env = {**os.environ, "HIPPORAG_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = iter(proc.stdout.splitlines())  # the runs' summary tables come between the example's own lines
+    assert all(any(line == want for line in lines) for want in printed), proc.stdout[-3000:]
+    assert (tmp_path / "outputs" / "runs").is_dir() and (tmp_path / "outputs" / "multirun").is_dir()
+
+
+def test_a_run_records_what_the_command_line_records(tmp_path):
+    cache = f"cache_dir={tmp_path / 'cache'}"
+    ours = hipporag.run("method=bm25", *QUIET, cache, run_dir=tmp_path / "api")
+    run_cli("run.py", "method=bm25", *QUIET, cache, f"hydra.run.dir={tmp_path / 'cli'}")
+    theirs = hipporag.Result.read(tmp_path / "cli")
+    assert ours.status == theirs.status == "ok" and ours.method == "bm25" and ours.baseline == "dense"
+    for name in ("bm25", "dense"):
+        assert ours.methods[name].recall == theirs.methods[name].recall and ours.methods[name].n_queries == 20
+    assert ours.metrics["rankings"]["bm25"]["key"] == theirs.metrics["rankings"]["bm25"]["key"]
+    assert ours.metrics["index"]["key"] == theirs.metrics["index"]["key"]  # one cache, one index
+    columns = ["method", "query_id", "top_passage_ids", "recall@5"]
+    assert ours.records[columns].astype(str).equals(theirs.records[columns].astype(str))
+    assert ours.provenance["models"] and ours.ledger["bm25"]["query"]
+    assert (tmp_path / "api" / "run.log").read_text().count("Dataset demo: 20 queries") == 1
+
+
+def test_a_sweep_runs_each_job_as_the_basic_sweeper_expands_it(tmp_path):
+    """A preset's `hydra.sweeper.params` and the command line's sweep, the command line winning for the same
+    knob, as Hydra's basic sweeper; jobs in <sweep>/<n>/ with Hydra's records; the report written."""
+    folder = tmp_path / "sweep"
+    results = hipporag.sweep(
+        "+experiment=damping_sweep", "damping=0.3,0.7", *QUIET, f"cache_dir={tmp_path / 'cache'}", sweep_dir=folder
+    )
+    assert [r.run_dir for r in results] == [folder / "0", folder / "1"]
+    assert [job_overrides(r.run_dir)["damping"] for r in results] == ["0.3", "0.7"]
+    assert swept_knobs(folder) == ["damping"]
+    report = (folder / "report.md").read_text()
+    assert "swept: damping" in report and "partial" not in report.splitlines()[0]
+    assert (folder / "dashboard.html").is_file()
+    ranked = [r.metrics["rankings"]["hipporag2"]["key"] for r in results]
+    assert ranked[0] != ranked[1]  # damping is in hipporag2's ranking key: two rankings, one index
+    assert results[0].metrics["index"]["key"] == results[1].metrics["index"]["key"]
+
+
+def test_a_bad_knob_is_raised_as_the_command_line_words_it_and_nothing_is_written(tmp_path):
+    with pytest.raises(SettingError) as e:
+        hipporag.run("damping=1.5", *QUIET, run_dir=tmp_path / "run")
+    assert e.value.one_line().startswith("damping=1.5 is not allowed")
+    with pytest.raises(SettingError, match="Could not find 'method/nonexistent'"):
+        hipporag.run("method=nonexistent", run_dir=tmp_path / "run")
+    with pytest.raises(SettingError, match="damping=1.5"):  # job 1 of the sweep: refused before job 0 runs
+        hipporag.sweep("damping=0.5,1.5", *QUIET, sweep_dir=tmp_path / "sweep")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+
+
+def test_a_corpus_in_memory_is_indexed_and_ranked_as_a_run_over_the_same_passages(tmp_path, settings):
+    """`hipporag.Corpus` over the demo's passages: the run's index (same key, same cache) and, for any method,
+    the run's rankings; an override that would change the index, or a corpus that is not text, is refused."""
+    from hipporag.data.sources import load_dataset
+
+    cache = f"cache_dir={tmp_path / 'cache'}"
+    run = hipporag.run("method=hipporag2", *QUIET, cache, run_dir=tmp_path / "run")
+    dataset = load_dataset(settings().dataset)
+    corpus = hipporag.Corpus(dataset.passage_texts(), cache)
+    assert corpus.index.key == run.metrics["index"]["key"]
+    questions = [q.question for q in dataset.queries]
+    for method in ("hipporag2", "dense"):
+        got = corpus.retrieve(questions, f"method={method}")
+        want = run.records[run.records["method"] == method]["top_passage_ids"]
+        assert [[passage_id(p) for p in r.passages] for r in got] == [list(ids) for ids in want]
+        assert all(len(r.contexts) == 5 and r.contexts == r.passages[:5] for r in got)
+    [bm25] = corpus.retrieve(questions[:1], "method=bm25", "method.k1=1.2", "retrieval_top_k=3")
+    assert len(bm25.passages) == len(bm25.scores) == 3 and bm25.scores == sorted(bm25.scores, reverse=True)
+    with pytest.raises(SettingError, match="synonymy_threshold=0.5 changes the index"):
+        corpus.retrieve(questions[:1], "synonymy_threshold=0.5")
+    with pytest.raises(SettingError, match="embedder= changes the index"):
+        corpus.retrieve(questions[:1], "embedder=contriever")
+    with pytest.raises(DatasetError, match=r"passages\[1\] is empty"):
+        hipporag.Corpus(["Alder\nAlder is a town.", " "], cache)
+
+
+def test_a_corpus_answers_with_the_reader_and_the_answers_are_cached(tmp_path):
+    cache = f"cache_dir={tmp_path / 'cache'}"
+    corpus = hipporag.Corpus(
+        [
+            "Alder\nAlder is a town on the Elm river in Norland.",
+            "Norland\nNorland is a country whose capital is Brask.",
+            "Brask\nBrask has a cathedral built in 1204.",
+        ],
+        cache,
+    )
+    first = corpus.answer(["What is the capital of Norland?"], "method=dense", "qa_top_k=2")
+    [r] = first
+    assert r.error is None and r.response and r.answer is not None and len(r.contexts) == 2
+    assert r.contexts[0].startswith("Norland")
+    reopened = hipporag.Corpus(corpus.passages, cache)
+    again = reopened.answer(["What is the capital of Norland?"], "method=dense", "qa_top_k=2")
+    assert [a.response for a in again] == [r.response]
+    [llm] = reopened._llms.values()
+    assert llm.usage["reader/dense"].cache_hits == 1  # the response cache answered: not asked again
