@@ -107,3 +107,11 @@ def test_the_tests_architecture_says_set_failpoints_are_those_that_do():
         if p.name != "test_docs.py" and "HIPPORAG_FAILPOINT" in p.read_text()
     ]
     assert re.findall(r"`(test_\w+)`", said) == setters
+
+
+def test_the_cache_table_names_every_folder_the_code_writes_under_cache_dir():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    table = text.split("## The cache", 1)[1].split("\n## ", 1)[0]
+    written = {m for p in PACKAGE.rglob("*.py") for m in re.findall(r'cache_dir\)? / "([a-z_]+)"', p.read_text())}
+    assert len(written) >= 10
+    assert sorted(f for f in written if f"`{f}/" not in table) == []
