@@ -129,6 +129,14 @@ DAMAGE = {
         lambda d: d.update({"method": "raptor"}),
         '`method` is "raptor", not one of `methods` (hipporag2, dense)',
     ),
+    "a record of a newer harness": (
+        lambda d: d.update({"schema_version": 2}),
+        "`schema_version` is 2: written by a newer harness (this one reads up to 1)",
+    ),
+    "a schema number as text": (
+        lambda d: d.update({"schema_version": "1"}),
+        '`schema_version` is "1", not a schema number',
+    ),
     "a CI of three bounds": (
         lambda d: d["methods"]["hipporag2"]["ci"].update({"recall@5": [0.1, 0.2, 0.3]}),
         "`methods.hipporag2.ci.recall@5` is [0.1, 0.2, 0.3], not two numbers",
@@ -145,6 +153,15 @@ def test_each_damaged_record_is_one_line_naming_the_file_and_the_key(sweep, tmp_
     assert stderr_lines(proc) == [f"warning: left out: {folder / '1' / 'metrics.json'}: {expected}"]
     assert job_rows(proc.stdout) == ["0"]  # job 0's row; the baseline row is "baseline"
     no_bogus_number(proc.stdout)
+
+
+def test_a_record_from_before_schema_versions_reads_as_version_1(sweep, tmp_path):
+    """metrics.json files written before `schema_version` existed (every recorded run so far) are read as is."""
+    folder = copy(sweep, tmp_path)
+    assert json.loads((folder / "1" / "metrics.json").read_text())["schema_version"] == 1
+    edit_metrics(folder / "1", lambda d: d.pop("schema_version"))
+    proc = run_cli(*REPORT, str(folder))
+    assert job_rows(proc.stdout) == ["0", "1"] and not stderr_lines(proc)
 
 
 def test_json_cut_short_is_left_out_too(sweep, tmp_path):

@@ -32,7 +32,7 @@ from hipporag.run.ledger import method_ledger
 from hipporag.run.provenance import collect_provenance
 from hipporag.run.settings import Settings, load_settings
 from hipporag.run.summary import format_summary, llm_failures, unusable_answers
-from hipporag.run.sweep_folders import overrides_dict, swept_knobs
+from hipporag.run.sweep_folders import SCHEMA_VERSION, overrides_dict, swept_knobs
 from hipporag.run.tracking import make_tracker, write_run_files
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,7 @@ def run_experiment(
     unusable = unusable_answers(usage, vars(report.openie), knobs.max_unusable_rate)
     degraded = any(f["above_max"] for f in (*failures.values(), *unusable.values()))
     metrics = {
+        "schema_version": SCHEMA_VERSION,  # the layout below (run.sweep_folders reads it, and refuses a newer one)
         "status": "degraded" if degraded else "ok",
         "llm_failures": failures,
         "max_llm_error_rate": knobs.max_llm_error_rate,

@@ -34,6 +34,9 @@ from hipporag.core.errors import UserError
 from hipporag.core.rules import is_number
 
 METRICS_FILE = "metrics.json"
+# metrics.json's layout: written by run.experiment, read here. Bump it when a key a reader uses changes meaning
+# or place; a record without `schema_version` was written before it existed (the layout of version 1).
+SCHEMA_VERSION = 1
 MULTIRUN_HINT = "restore the sweep's multirun.yaml, or remove it (the swept knobs are then the overrides that differ)"
 # the keys of a method's metrics a report shows as numbers (besides every number under `ci` / `vs_baseline`)
 METRIC_KEY = re.compile(r"^(recall@\d+|em|f1|n_queries)$")
@@ -111,6 +114,11 @@ def metrics_problem(doc) -> str | None:
     """Why a parsed metrics.json cannot be reported (the first problem, by its key), or None."""
     if not isinstance(doc, dict):
         return f"not a JSON object but {type(doc).__name__}"
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        return f"`schema_version` is {_shown(version)}, not a schema number"
+    if version > SCHEMA_VERSION:
+        return f"`schema_version` is {version}: written by a newer harness (this one reads up to {SCHEMA_VERSION})"
     method, methods = doc.get("method"), doc.get("methods")
     if not isinstance(methods, dict) or not methods:
         return "no `methods` (each method's metrics)" if methods is None else "`methods` is not an object of methods"
