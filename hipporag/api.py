@@ -36,74 +36,55 @@ from pathlib import Path
 
 import pandas as pd
 
-from hipporag.run.sweep_folders import METRICS_FILE
+from hipporag.run.record import RECORDS_FILE, MethodRecord, RunRecord, read_record
 
-RECORDS_FILE = "per_query.parquet"
-
-
-@dataclass(frozen=True)
-class MethodScores:
-    """One method's scores in a run (metrics.json `methods.<name>`): recall@k by k, EM and F1 (None when the
-    run did not read), fallbacks, timings; `raw` is the whole entry (confidence intervals, the paired test)."""
-
-    recall: dict[int, float]
-    em: float | None
-    f1: float | None
-    n_queries: int
-    fallbacks: int
-    retrieve_s: float
-    read_s: float
-    raw: dict = field(repr=False)
-
-    @classmethod
-    def of(cls, entry: dict) -> MethodScores:
-        recall = {int(k.split("@")[1]): float(v) for k, v in entry.items() if k.startswith("recall@") and v is not None}
-        return cls(
-            recall=dict(sorted(recall.items())),
-            em=entry.get("em"),
-            f1=entry.get("f1"),
-            n_queries=int(entry.get("n_queries", 0)),
-            fallbacks=int(entry.get("fallbacks", 0)),
-            retrieve_s=float(entry.get("retrieve_s", 0.0)),
-            read_s=float(entry.get("read_s", 0.0)),
-            raw=entry,
-        )
+MethodScores = MethodRecord  # one method's scores: recall@k by k, EM, F1, counts, seconds, CIs, the paired test
 
 
 @dataclass(frozen=True)
 class Result:
-    """What one run recorded, read back from its folder: the typed scores of each method, the per-query
-    records, each method's cost ledger, the provenance, and metrics.json whole (`metrics`)."""
+    """What one run recorded, read back from its folder: its typed record (`record`, metrics.json through
+    `run.record`) with the scores of each method, the per-query records, each method's cost ledger and the
+    provenance."""
 
     run_dir: Path
-    status: str  # ok | degraded (too many failed LLM calls or unusable answers: the numbers are not the method's)
-    dataset: str
-    method: str
-    baseline: str | None
-    methods: dict[str, MethodScores]
-    ledger: dict[str, dict]
-    provenance: dict
-    metrics: dict = field(repr=False)
+    record: RunRecord = field(repr=False)
+
+    @property
+    def status(self) -> str:
+        """ok | degraded (too many failed LLM calls or unusable answers: the numbers are not the method's)."""
+        return self.record.status
+
+    @property
+    def dataset(self) -> str:
+        return self.record.dataset
+
+    @property
+    def method(self) -> str:
+        return self.record.method
+
+    @property
+    def baseline(self) -> str | None:
+        return self.record.baseline
+
+    @property
+    def methods(self) -> dict[str, MethodRecord]:
+        return self.record.methods
+
+    @property
+    def ledger(self) -> dict[str, dict]:
+        """Each method's cost ledger (`run.ledger`), to index and to query, this run and as made."""
+        return {m: ledger for m in self.record.cost if (ledger := self.record.ledger(m)) is not None}
+
+    @property
+    def provenance(self) -> dict:
+        return self.record.provenance
 
     @classmethod
     def read(cls, run_dir: Path | str) -> Result:
         """A run folder's record (this API's, `python run.py`'s, or a sweep job's); a folder that is not one,
         or whose record is damaged, is one `UserError` line naming the file."""
-        from hipporag.run.sweep_folders import read_metrics
-
-        run_dir = Path(run_dir)
-        metrics = read_metrics(run_dir)
-        return cls(
-            run_dir=run_dir,
-            status=metrics.get("status", "ok"),
-            dataset=metrics.get("dataset", ""),
-            method=metrics["method"],
-            baseline=metrics.get("baseline"),
-            methods={name: MethodScores.of(entry) for name, entry in metrics["methods"].items()},
-            ledger=metrics.get("cost", {}),
-            provenance=metrics.get("provenance", {}),
-            metrics=metrics,
-        )
+        return cls(Path(run_dir), read_record(Path(run_dir)))
 
     @property
     def records(self) -> pd.DataFrame:
@@ -117,7 +98,7 @@ def run(*overrides: str, run_dir: Path | str | None = None) -> Result:
     (default: conf/config.yaml's `hydra.run.dir`, as the command line)."""
     cfg = _compose(list(overrides))
     folder = Path(run_dir) if run_dir is not None else Path(cfg.hydra.run.dir)
-    _run_one(cfg, folder, sweep_group=None)
+    _run_one(cfg, _checked(cfg), folder, sweep_group=None)
     return Result.read(folder)
 
 
@@ -133,7 +114,6 @@ def sweep(*overrides: str, sweep_dir: Path | str | None = None) -> list[Result]:
     from hipporag.entry import write_partial_sweep_report
     from hipporag.report.dashboard import write_after_sweep
     from hipporag.report.sweep_report import write_report
-    from hipporag.run.settings import load_settings
 
     plain = [o for o in overrides if not _is_sweep(o)]
     base = _compose(plain)
@@ -141,19 +121,18 @@ def sweep(*overrides: str, sweep_dir: Path | str | None = None) -> list[Result]:
     params = [f"{k}={v}" for k, v in (base.hydra.sweeper.params or {}).items()]
     [jobs] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides([*params, *overrides]), None)
     configs = [_compose(job, hydra_sweep_dir=folder, job_num=i) for i, job in enumerate(jobs)]
-    for cfg in configs:  # every job checked before the first starts (run.sweep_check's rule)
-        load_settings(cfg)
+    checked = [_checked(cfg) for cfg in configs]  # every job checked before the first starts (run.sweep_check's rule)
     folder.mkdir(parents=True, exist_ok=True)
     multirun = OmegaConf.merge(base, {"hydra": {"overrides": {"task": list(overrides)}, "mode": "MULTIRUN"}})
     OmegaConf.save(multirun, folder / "multirun.yaml")
     results = []
     group = folder.name
     try:
-        for i, (job, cfg) in enumerate(zip(jobs, configs)):
+        for i, (job, cfg, settings) in enumerate(zip(jobs, configs, checked)):
             job_dir = folder / str(i)
             (job_dir / ".hydra").mkdir(parents=True, exist_ok=True)
             OmegaConf.save(OmegaConf.create(list(job)), job_dir / ".hydra" / "overrides.yaml")
-            _run_one(cfg, job_dir, sweep_group=group)
+            _run_one(cfg, settings, job_dir, sweep_group=group)
             results.append(Result.read(job_dir))
             write_report(folder, partial=i + 1 < len(jobs))
     except KeyboardInterrupt:
@@ -220,20 +199,30 @@ def _run_log(run_dir: Path) -> Iterator[None]:
         handler.close()
 
 
-def _run_one(cfg, run_dir: Path, sweep_group: str | None) -> None:
-    """One run of a composed config (its `hydra` node set aside, as Hydra hands a job its config)."""
+def _job_config(cfg):
+    """A composed config as Hydra hands it to a job: its `hydra` node set aside."""
     from omegaconf import open_dict
-
-    from hipporag.entry import run_checked
-    from hipporag.run.settings import load_settings
 
     job_cfg = cfg.copy()
     with open_dict(job_cfg):
         del job_cfg["hydra"]
-    load_settings(job_cfg)  # a bad knob is refused before the run folder exists
+    return job_cfg
+
+
+def _checked(cfg):
+    """The typed settings of a composed config: a bad knob is one `SettingError` line, before any folder exists."""
+    from hipporag.run.settings import load_settings
+
+    return load_settings(_job_config(cfg))
+
+
+def _run_one(cfg, settings, run_dir: Path, sweep_group: str | None) -> None:
+    """One run of a composed config, checked (`settings`)."""
+    from hipporag.entry import run_checked
+
     run_dir.mkdir(parents=True, exist_ok=True)
     with _hydra_config(cfg), _run_log(run_dir):
-        run_checked(job_cfg, run_dir, sweep_group)
+        run_checked(_job_config(cfg), run_dir, sweep_group, settings=settings)
 
 
 # ------------------------------------------------------------------------------------------- components
@@ -306,13 +295,12 @@ class Corpus:
             raise SettingError(f"{knob}={mine[knob]} changes the index: give it to the Corpus, not to this call")
         return settings
 
-    def _ranked(self, questions: Sequence[str], overrides: tuple[str, ...]):
+    def _ranked(self, questions: Sequence[str], settings):
         from hipporag.core.weights import check_weights
         from hipporag.index.embed import EmbeddingCache
         from hipporag.retrieval.methods import METHODS, RetrievalContext
         from hipporag.retrieval.ranking_cache import key_values, rank
 
-        settings = self._method_settings(overrides)
         method, knobs, llm = settings.method, settings.knobs, self._llm(settings)
         for source, what in METHODS[method.name].checkpoints(method.options, knobs):
             check_weights(source, what)
@@ -326,13 +314,16 @@ class Corpus:
             prompts=settings.prompts,
         )
         values = key_values(knobs, method, llm, self.embedder, settings.prompts)
-        return settings, queries, rank(method, ctx, queries, self.index, values).rankings
+        return queries, rank(method, ctx, queries, self.index, values).rankings
 
     def retrieve(self, questions: Sequence[str], *overrides: str) -> list[Retrieved]:
         """Each question ranked by the method the overrides choose (`method=...`, its options, the knobs)."""
+        return self._retrieved(questions, self._method_settings(overrides))
+
+    def _retrieved(self, questions: Sequence[str], settings) -> list[Retrieved]:
         from hipporag.llm.reader import reader_contexts
 
-        settings, queries, rankings = self._ranked(_texts(questions, "questions"), overrides)
+        queries, rankings = self._ranked(_texts(questions, "questions"), settings)
         contexts = reader_contexts(rankings, self.passages, settings.knobs.qa_top_k)
         top = settings.knobs.retrieval_top_k
         return [
@@ -352,8 +343,8 @@ class Corpus:
 
         from hipporag.llm.reader import read
 
-        retrieved = self.retrieve(questions, *overrides)
         settings = self._method_settings(overrides)
+        retrieved = self._retrieved(questions, settings)
         raw, answers, errors, _ = read(
             self._llm(settings),
             _queries([r.question for r in retrieved]),
@@ -388,15 +379,8 @@ def _texts(items: Sequence[str], what: str) -> list[str]:
 
 
 def _settings(overrides: Sequence[str]):
-    """The typed settings of `python run.py OVERRIDES` (its `hydra` node set aside)."""
-    from omegaconf import open_dict
-
-    from hipporag.run.settings import load_settings
-
-    cfg = _compose(list(overrides))
-    with open_dict(cfg):
-        del cfg["hydra"]
-    return load_settings(cfg)
+    """The typed settings of `python run.py OVERRIDES`."""
+    return _checked(_compose(list(overrides)))
 
 
-__all__ = ["METRICS_FILE", "Corpus", "MethodScores", "Result", "Retrieved", "run", "sweep"]
+__all__ = ["Corpus", "MethodScores", "Result", "Retrieved", "run", "sweep"]

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
@@ -24,6 +25,10 @@ from hipporag.core.errors import (
     EXIT_USER_ERROR,
     UserError,
 )
+
+if TYPE_CHECKING:
+    from hipporag.run.record import RunRecord
+    from hipporag.run.settings import Settings
 
 INTERRUPTED = "interrupted; the cache is kept and a rerun resumes"
 
@@ -126,10 +131,12 @@ def check_output_folder(cfg, knob: str) -> None:
             )
 
 
-def run_checked(cfg: DictConfig, run_dir: Path, sweep_group: str | None = None) -> dict:
-    """The settings checked, then the run (metrics.json's content returned); what a user must fix is raised
-    as a `UserError`, a full disk or a foreign cache among them. `run_main` and the Python API (`hipporag.api`)
-    both go through here."""
+def run_checked(
+    cfg: DictConfig, run_dir: Path, sweep_group: str | None = None, settings: Settings | None = None
+) -> RunRecord:
+    """The settings checked (unless given, checked already), then the run (its record returned, as metrics.json
+    has it); what a user must fix is raised as a `UserError`, a full disk or a foreign cache among them.
+    `run_main` and the Python API (`hipporag.api`) both go through here."""
     from hipporag.cache.storage_errors import guard_log_files
     from hipporag.core.redact import protect_run
 
@@ -141,7 +148,7 @@ def run_checked(cfg: DictConfig, run_dir: Path, sweep_group: str | None = None) 
     try:
         from hipporag.run.settings import load_settings
 
-        settings = load_settings(cfg)
+        settings = settings or load_settings(cfg)  # the Python API's sweep has checked every job already
         # heavy imports (torch through the embedder, the LLM) only once the knobs are known to be good
         from hipporag.run.experiment import run_experiment
 
@@ -155,11 +162,11 @@ def run_checked(cfg: DictConfig, run_dir: Path, sweep_group: str | None = None) 
         raise error from e
 
 
-def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | None:
+def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> RunRecord | None:
     """Run (`run_checked`), and turn user errors and Ctrl-C into clean exits."""
     full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     try:
-        metrics = run_checked(cfg, run_dir, sweep_group)
+        record = run_checked(cfg, run_dir, sweep_group)
     except UserError as e:
         if full_error:
             raise
@@ -168,6 +175,6 @@ def run_main(cfg: DictConfig, run_dir: Path, sweep_group: str | None) -> dict | 
         if full_error:
             raise
         interrupted(e, sweep_group, run_dir)
-    if metrics.get("status") == "degraded" and sweep_group is None:
+    if record.degraded and sweep_group is None:
         sys.exit(EXIT_DEGRADED)  # a sweep goes on; its report and exit code say it at the end
-    return metrics
+    return record

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
     for reg, outcome in zip(chosen, outcomes):
         if outcome.verdict == "recorded":
-            origin = rg.recorded_from(outcome.metrics, outcome.run_dir, outcome.wall_s, args.cache, args.given)
+            origin = rg.recorded_from(outcome.record, outcome.run_dir, outcome.wall_s, args.cache, args.given)
             rg.write_record(reg, outcome.measured, origin)
     table = f"cache: {args.cache}\n\n" + rg.format_table(outcomes)
     details = rg.format_failures(outcomes)

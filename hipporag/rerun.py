@@ -11,7 +11,6 @@ own URL and api_key_env are refused then (one line, exit 2). Ctrl-C, SIGTERM or 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -28,11 +27,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_intermixed_args(argv)  # overrides may follow --out (RUN_DIR --out X -- a=b)
 
     from hipporag.recheck.rerun import compare_metrics, format_comparison, provenance_changes, rerun
+    from hipporag.run.record import read_record
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
             new = rerun(args.run_dir, args.out or Path(tmp) / "rerun", args.overrides)  # checks the folder first
-        recorded = json.loads((args.run_dir / "metrics.json").read_text())
+        recorded = read_record(args.run_dir)
     except UserError as e:
         print(f"error: {e.one_line()}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)

@@ -13,13 +13,14 @@ and prints the ratios the sweep budget is stated in. Without --read the runs are
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from hipporag.run.record import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,9 +56,7 @@ def main() -> None:
         print(f"cold sweep (3 jobs): {cold_sweep:.1f} s", flush=True)
         warm_sweep = timed([*sweep_args, f"hydra.sweep.dir={tmp / 's2'}"], env)
         builds = sum(": built (" in (tmp / "s1" / str(i) / "run.log").read_text() for i in range(3))
-        job_totals = [
-            json.loads((tmp / "s2" / str(i) / "metrics.json").read_text())["timings"]["total_s"] for i in range(3)
-        ]
+        job_totals = [read_record(tmp / "s2" / str(i)).timings["total_s"] for i in range(3)]
     print(f"warm sweep (3 jobs): {warm_sweep:.1f} s; per job in-process {', '.join(f'{t:.1f}' for t in job_totals)} s")
     print()
     print(f"reader: {'on' if args.read else 'off (read=false)'}; graph builds in the cold sweep: {builds}")

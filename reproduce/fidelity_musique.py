@@ -23,6 +23,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hipporag.report.blocks import replace_block  # noqa: E402
+from hipporag.run.record import RECORDS_FILE, RunRecord, read_record  # noqa: E402
 
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())
 START, END = "<!-- measured:start -->", "<!-- measured:end -->"
@@ -49,11 +50,7 @@ def run(cache: Path, out: Path, data: Path, hash_seed: str, *extra: str) -> tupl
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(proc.stderr[-4000:])
-    return (
-        json.loads((out / "metrics.json").read_text()),
-        pd.read_parquet(out / "per_query.parquet"),
-        time.perf_counter() - t0,
-    )
+    return read_record(out), pd.read_parquet(out / RECORDS_FILE), time.perf_counter() - t0
 
 
 def top_k_sets(frame: pd.DataFrame, method: str, k: int) -> list[tuple]:
@@ -61,8 +58,8 @@ def top_k_sets(frame: pd.DataFrame, method: str, k: int) -> list[tuple]:
     return [tuple(ids[:k]) for ids in rows["top_passage_ids"]]
 
 
-def h0_n(metrics: dict) -> int:
-    return metrics["methods"]["hipporag2"]["n_queries"]
+def h0_n(record: RunRecord) -> int:
+    return record.methods["hipporag2"].n_queries
 
 
 def report(data: Path, cache: Path) -> str:
@@ -75,37 +72,37 @@ def report(data: Path, cache: Path) -> str:
     lines = ["| method | source | R@1 | R@2 | R@5 | R@10 | R@20 |", "|---|---|---|---|---|---|---|"]
     for method in ("hipporag2", "dense"):
         off = OFFICIAL["recall"][method]
-        ours = m0["methods"][method]
+        ours = m0.methods[method]
         lines.append(
             f"| {method} | official | " + " | ".join(f"{off[f'recall@{k}']:.2f}" for k in (1, 2, 5, 10, 20)) + " |"
         )
         lines.append(
-            f"| {method} | ours | " + " | ".join(f"{100 * ours[f'recall@{k}']:.2f}" for k in (1, 2, 5, 10, 20)) + " |"
+            f"| {method} | ours | " + " | ".join(f"{100 * ours.recall[k]:.2f}" for k in (1, 2, 5, 10, 20)) + " |"
         )
-    idx = m0["index"]
+    idx = m0.index.figures()
     lines += ["", "| graph | official | ours |", "|---|---|---|"]
     for key in ("nodes", "entity_nodes", "passage_nodes", "edges", "fact_triples", "official_synonymy_triples"):
         lines.append(f"| {key} | {OFFICIAL['graph'][key]:,} | {idx[key]:,} |")
     same_seed = top_k_sets(f0, "hipporag2", 10) == top_k_sets(f1, "hipporag2", 10)
     t5a, t5c = top_k_sets(f0, "hipporag2", 5), top_k_sets(f2, "hipporag2", 5)
     changed = sum(a != c for a, c in zip(t5a, t5c))
-    h0, h2 = m0["methods"]["hipporag2"], m2["methods"]["hipporag2"]
+    h0, h2 = m0.methods["hipporag2"], m2.methods["hipporag2"]
     same5 = sum(a == b for a, b in zip(top_k_sets(f0, "hipporag2", 5), top_k_sets(f3, "hipporag2", 5)))
     same200 = sum(a == b for a, b in zip(top_k_sets(f0, "hipporag2", 200), top_k_sets(f3, "hipporag2", 200)))
     lines += [
         "",
         f"- batched PPR engine (default) vs the igraph PRPACK reference engine: identical top-5 for {same5} of "
         f"{h0_n(m0)} queries, identical top-200 for {same200}",
-        f"- queries with a tie at the linking_top_k entity cut: {h0['ties_at_linking_cut']} of {h0['n_queries']}",
-        f"- top-5 changed by the opposite tie rule (last appearance wins): {changed} of {h0['n_queries']} queries; "
-        f"R@2 {100 * h2['recall@2']:.2f}, R@5 {100 * h2['recall@5']:.2f} under that rule "
-        f"(ours: {100 * h0['recall@2']:.2f}, {100 * h0['recall@5']:.2f})",
+        f"- queries with a tie at the linking_top_k entity cut: {h0.ties_at_linking_cut} of {h0.n_queries}",
+        f"- top-5 changed by the opposite tie rule (last appearance wins): {changed} of {h0.n_queries} queries; "
+        f"R@2 {100 * h2.recall[2]:.2f}, R@5 {100 * h2.recall[5]:.2f} under that rule "
+        f"(ours: {100 * h0.recall[2]:.2f}, {100 * h0.recall[5]:.2f})",
         f"- PYTHONHASHSEED 0 vs 12345: top-10 of every query identical: {same_seed}",
-        f"- fallbacks to dense: {h0['fallbacks']} (official: {OFFICIAL['fallbacks']})",
-        f"- wall time, retrieval only: first run {t_cold:.0f} s (index build {m0['timings']['index_s']:.0f} s: "
-        f"embeddings {m0['timings']['embed_s']:.0f} s, graph {m0['timings']['graph_s']:.1f} s"
-        f"{'' if not m0['index']['graph_cached'] else ', graph from cache'}), rerun {t_warm:.0f} s; "
-        f"hipporag2 retrieval {1000 * h0['retrieve_s'] / h0['n_queries']:.1f} ms per query",
+        f"- fallbacks to dense: {h0.fallbacks} (official: {OFFICIAL['fallbacks']})",
+        f"- wall time, retrieval only: first run {t_cold:.0f} s (index build {m0.timings['index_s']:.0f} s: "
+        f"embeddings {m0.timings['embed_s']:.0f} s, graph {m0.timings['graph_s']:.1f} s"
+        f"{'' if not m0.index.graph_cached else ', graph from cache'}), rerun {t_warm:.0f} s; "
+        f"hipporag2 retrieval {1000 * h0.retrieve_s / h0.n_queries:.1f} ms per query",
     ]
     return "\n".join(lines)
 

@@ -49,6 +49,7 @@ from hipporag.core.textnorm import passage_id  # noqa: E402
 from hipporag.data.sources import load_dataset  # noqa: E402
 from hipporag.index.embed import build_embedder  # noqa: E402
 from hipporag.retrieval.methods import method_options  # noqa: E402
+from hipporag.run.record import RECORDS_FILE  # noqa: E402
 from hipporag.run.settings import compose, load_settings  # noqa: E402
 
 START, END = "<!-- library-fidelity:start -->", "<!-- library-fidelity:end -->"
@@ -173,7 +174,7 @@ def harness_run(library: str, dataset: str, server: Recorder, work: Path) -> pd.
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"harness run failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    frame = pd.read_parquet(work / "run" / "per_query.parquet")
+    frame = pd.read_parquet(work / "run" / RECORDS_FILE)
     return frame[frame["method"] == library].reset_index(drop=True)
 
 

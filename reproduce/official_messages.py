@@ -33,6 +33,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from hipporag.run.record import RECORDS_FILE
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "reproduce" / "official_side" / "recording_server.py"
 OFFICIAL_QA = ROOT / "reproduce" / "official_side" / "official_qa.py"
@@ -91,7 +93,7 @@ def harness_run(data: Path, prompts: Path, url: str, cache: Path, out: Path) -> 
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if proc.returncode not in (0, 3):
         sys.exit(proc.stderr[-4000:])
-    return pd.read_parquet(out / "per_query.parquet")
+    return pd.read_parquet(out / RECORDS_FILE)
 
 
 def official(python: str, checkout: Path, args: list[str], out: Path) -> dict:

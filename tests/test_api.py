@@ -50,8 +50,8 @@ def test_a_run_records_what_the_command_line_records(tmp_path):
     assert ours.status == theirs.status == "ok" and ours.method == "bm25" and ours.baseline == "dense"
     for name in ("bm25", "dense"):
         assert ours.methods[name].recall == theirs.methods[name].recall and ours.methods[name].n_queries == 20
-    assert ours.metrics["rankings"]["bm25"]["key"] == theirs.metrics["rankings"]["bm25"]["key"]
-    assert ours.metrics["index"]["key"] == theirs.metrics["index"]["key"]  # one cache, one index
+    assert ours.record.rankings["bm25"].key == theirs.record.rankings["bm25"].key
+    assert ours.record.index.key == theirs.record.index.key  # one cache, one index
     columns = ["method", "query_id", "top_passage_ids", "recall@5"]
     assert ours.records[columns].astype(str).equals(theirs.records[columns].astype(str))
     assert ours.provenance["models"] and ours.ledger["bm25"]["query"]
@@ -71,9 +71,9 @@ def test_a_sweep_runs_each_job_as_the_basic_sweeper_expands_it(tmp_path):
     report = (folder / "report.md").read_text()
     assert "swept: damping" in report and "partial" not in report.splitlines()[0]
     assert (folder / "dashboard.html").is_file()
-    ranked = [r.metrics["rankings"]["hipporag2"]["key"] for r in results]
+    ranked = [r.record.rankings["hipporag2"].key for r in results]
     assert ranked[0] != ranked[1]  # damping is in hipporag2's ranking key: two rankings, one index
-    assert results[0].metrics["index"]["key"] == results[1].metrics["index"]["key"]
+    assert results[0].record.index.key == results[1].record.index.key
 
 
 def test_a_bad_knob_is_raised_as_the_command_line_words_it_and_nothing_is_written(tmp_path):
@@ -96,7 +96,7 @@ def test_a_corpus_in_memory_is_indexed_and_ranked_as_a_run_over_the_same_passage
     run = hipporag.run("method=hipporag2", *QUIET, cache, run_dir=tmp_path / "run")
     dataset = load_dataset(settings().dataset)
     corpus = hipporag.Corpus(dataset.passage_texts(), cache)
-    assert corpus.index.key == run.metrics["index"]["key"]
+    assert corpus.index.key == run.record.index.key
     questions = [q.question for q in dataset.queries]
     for method in ("hipporag2", "dense"):
         got = corpus.retrieve(questions, f"method={method}")

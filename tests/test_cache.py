@@ -139,17 +139,24 @@ def test_the_corpus_identity_is_unambiguous_for_any_text():
 
 
 def test_unusable_answers_above_the_share_degrade_the_run():
+    from hipporag.index.openie import OpenIEStats
+    from hipporag.run.record import MethodRecord, RunRecord, StageUsage
     from hipporag.run.summary import status_lines, unusable_answers
 
-    usage = {"filter": {"calls": 20, "errors": 0, "unusable": 2}}
-    openie = {"passages": 45, "unusable": 1}
+    usage = {"filter": StageUsage(calls=20, errors=0, unusable=2)}
+    openie = OpenIEStats(passages=45, unusable=1)
     out = unusable_answers(usage, openie, 0.05)
-    assert out["filter"]["above_max"] and out["filter"]["rate"] == 0.1
-    assert not out["openie"]["above_max"]  # 1 of 45 is 2.2 %
-    assert unusable_answers(usage, openie, 0.1)["filter"]["above_max"] is False
-    lines = status_lines(
-        {"unusable_answers": out, "max_unusable_rate": 0.05, "status": "degraded", "methods": {}, "llm_failures": {}}
+    assert out["filter"].above_max and out["filter"].rate == 0.1
+    assert not out["openie"].above_max  # 1 of 45 is 2.2 %
+    assert unusable_answers(usage, openie, 0.1)["filter"].above_max is False
+    record = RunRecord(
+        method="dense",
+        methods={"dense": MethodRecord(recall={})},
+        unusable_answers=out,
+        max_unusable_rate=0.05,
+        status="degraded",
     )
+    lines = status_lines(record)
     assert (
         lines[0] == "DEGRADED: 2 of 20 filter answers were unusable in stage filter (10.0 %, max_unusable_rate 5.0 %)"
     )

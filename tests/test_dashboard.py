@@ -2,11 +2,14 @@
 specification (validated by wandb-workspaces' own models, offline). The whole dashboard of a real sweep,
 in a real browser, is in tests/test_sweep.py."""
 
+import dataclasses
+
 import pytest
 import yaml
 
 from hipporag.eval.paired import pair_records, winner
 from hipporag.report.wandb_report import build_report, specification
+from hipporag.run.record import RunRecord
 from hipporag.run.sweep_folders import swept_knobs
 from hipporag.run.tracking import uniform_keys
 
@@ -50,7 +53,7 @@ def metrics(method="hipporag2", baseline="dense"):
     methods = {method: main} if method == baseline else {method: main, "dense": dense}
     if method == baseline:
         del main["vs_baseline"]
-    return {"method": method, "baseline": baseline, "methods": methods}
+    return RunRecord.from_json({"method": method, "baseline": baseline, "methods": methods})
 
 
 def test_uniform_keys_are_the_same_whatever_the_method():
@@ -63,7 +66,7 @@ def test_uniform_keys_are_the_same_whatever_the_method():
     own = uniform_keys(metrics("dense", "dense"))  # StandardRAG itself: on the same panels, delta 0, p 1
     assert own["main/recall@5"] == own["baseline/recall@5"] == 0.9
     assert own["delta/recall@5"] == 0.0 and own["p_value/recall@5"] == 1.0
-    alone = uniform_keys({**metrics(), "baseline": None})
+    alone = uniform_keys(dataclasses.replace(metrics(), baseline=None))
     assert "baseline/recall@5" not in alone and "delta/recall@5" not in alone and alone["baseline_method"] == ""
 
 

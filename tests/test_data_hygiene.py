@@ -16,6 +16,7 @@ from hipporag.data.formats import load_files
 from hipporag.llm.generation import Generation
 from hipporag.report import comparison, sweep_report
 from hipporag.report.markdown import md_cell, md_text
+from hipporag.run.record import MethodRecord, RunRecord
 from hipporag.run.tracking import write_run_files
 
 SCRIPT = "<script>alert('x')</script>"
@@ -57,11 +58,11 @@ def _record(method: str, qid: str, question: str, recall: float, top: list[str])
 
 def test_comparison_md_escapes_dataset_text(tmp_path):
     run = tmp_path / "run"
-    metrics = {
-        "method": "hipporag2",
-        "baseline": "dense",
-        "methods": {"hipporag2": {"recall@5": 1.0}, "dense": {"recall@5": 0.0}},
-    }
+    metrics = RunRecord(
+        method="hipporag2",
+        baseline="dense",
+        methods={"hipporag2": MethodRecord(recall={5: 1.0}), "dense": MethodRecord(recall={5: 0.0})},
+    )
     records = [
         _record("hipporag2", "q<1>", f"Who? {SCRIPT}", 1.0, [f"Gold <b>\n{SCRIPT}", "other"]),
         _record("dense", "q<1>", f"Who? {SCRIPT}", 0.0, ["other", f"Gold <b>\n{SCRIPT}"]),
@@ -185,7 +186,9 @@ def test_a_surrogate_in_an_answer_is_replaced_and_per_query_parquet_is_written(t
     assert Generation(text="pair \ud83d\ude00").text == "pair \U0001f600"
     assert Generation(text="", error="bad \udfff").error == "bad \ufffd"
     records = [{"method": "dense", "query_id": "q1", "raw_answer": g.text, "answer": g.text.rsplit(": ", 1)[1]}]
-    write_run_files(tmp_path / "run", {"status": "ok", "methods": {}}, records, "")
+    write_run_files(
+        tmp_path / "run", RunRecord(method="dense", methods={"dense": MethodRecord(recall={})}), records, ""
+    )
     back = pd.read_parquet(tmp_path / "run" / "per_query.parquet")
     assert back["answer"].tolist() == ["Saltmarsh\ufffd"]
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "ok"

@@ -67,7 +67,8 @@ def test_graph_matches_official_counts(runs):
 
 def test_the_run_gives_the_recorded_regression_numbers(runs):
     from hipporag.recheck import regressions as rg
+    from hipporag.run.record import read_record
 
     reg = rg.load(ROOT / "reproduce" / "regressions" / "musique_train-fidelity.yaml")
-    measured = rg.measured_values(json.loads((runs[0] / "metrics.json").read_text()))
+    measured = rg.measured_values(read_record(runs[0]))
     assert [c for c in rg.compare(reg.expected, rg.rounded(measured), 0.0) if c.verdict != "identical"] == []

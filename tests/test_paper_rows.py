@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 from hipporag.paper.compare import _differences, match_paper_row, our_row
 from hipporag.paper.numbers import TABLES, load_table
 from hipporag.paper.rows import ROWS, paper_rows
+from hipporag.run.record import MethodRecord, RunRecord
 from hipporag.run.settings import compose_each, load_settings
 
 RUNNABLE = sorted(key for key, setting in ROWS.items() if setting.runnable)
@@ -42,7 +43,9 @@ def test_each_setting_runs_the_row_it_names_in_the_papers_setting(composed, stem
     load_settings(cfg)  # the settings check: every knob and option valid
     cfg = OmegaConf.to_container(cfg, resolve=True)
     ablation = next((o.split("=", 1)[1] for o in setting.overrides if o.startswith("+ablation=")), None)
-    ours = our_row("0", cfg["method"]["name"], False, cfg, {"dataset": "musique"}, table, ablation)
+    method = cfg["method"]["name"]
+    record = RunRecord(method=method, methods={method: MethodRecord(recall={})}, dataset="musique")
+    ours = our_row("0", method, False, cfg, record, table, ablation)
     name, by_metric = match_paper_row(ours, table, load_table(table), "musique")
     assert name == row
     differences = _differences(ours, next(iter(by_metric.values())), "musique", "", table)

@@ -793,11 +793,11 @@ def test_tracker_takes_a_real_runs_results(settings, real_run, name, tmp_path, m
     metrics, records, cfg = real_run
     yamls = shipped("tracker", TRACKERS).get(name)
     assert yamls, f"tracker {name!r} has no conf/tracker/*.yaml"
-    config = {**cfg, "main_method": metrics["method"], "baseline_method": metrics["baseline"], "hf_token": SECRET}
+    config = {**cfg, "main_method": metrics.method, "baseline_method": metrics.baseline, "hf_token": SECRET}
     run_dir = tmp_path / "run"
     recipe = Recipe([f"tracker={yamls[0]}"], needs=None if name in ("none", "wandb") else "what its YAML needs")
     with runnable("tracker", name, recipe):
-        tracker = make_tracker(settings(*recipe.overrides).tracker, run_dir, config, "contract", metrics["method"])
+        tracker = make_tracker(settings(*recipe.overrides).tracker, run_dir, config, "contract", metrics.method)
         if tracker is None:  # nothing to log: the run skips it, and nothing was written
             assert not run_dir.exists() or not any(run_dir.iterdir())
             return
@@ -807,17 +807,17 @@ def test_tracker_takes_a_real_runs_results(settings, real_run, name, tmp_path, m
         return
     [path] = glob.glob(str(run_dir / "wandb" / "offline-run-*" / "run-*.wandb"))
     run = read_finished_run(Path(path))
-    assert run["group"] == "contract" and run["job_type"] == metrics["method"]
-    assert run["config"]["main_method"] == metrics["method"] and "hf_token" not in run["config"]
+    assert run["group"] == "contract" and run["job_type"] == metrics.method
+    assert run["config"]["main_method"] == metrics.method and "hf_token" not in run["config"]
     assert SECRET not in Path(path).read_bytes().decode("latin-1")
     summary = run["summary"]
     expected = uniform_keys(metrics)
     assert {"main/recall@5", "baseline/recall@5", "delta/recall@5"} <= set(expected)
     for key, value in expected.items():
         assert summary[key] == pytest.approx(value), key
-    assert summary["status"] == metrics["status"]
-    for method, values in metrics["methods"].items():
-        assert summary[f"{method}/recall@5"] == pytest.approx(values["recall@5"])
+    assert summary["status"] == metrics.status
+    for method, values in metrics.methods.items():
+        assert summary[f"{method}/recall@5"] == pytest.approx(values.recall[5])
     assert {"per_query/_type", "per_query_vs_baseline/_type"} <= run["history_keys"]  # the two tables
 
 

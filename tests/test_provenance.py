@@ -96,19 +96,23 @@ def _maybe(package):
 
 def test_compare_metrics_verdicts():
     from hipporag.recheck.rerun import compare_metrics, provenance_changes
+    from hipporag.run.record import RunRecord
 
-    a = {"methods": {"dense": {"recall@2": 0.5, "em": None, "retrieve_s": 1.0, "ci": {"recall@2": [0.4, 0.6]}}}}
-    b = {"methods": {"dense": {"recall@2": 0.5 + 1e-12, "em": None, "retrieve_s": 9.0, "ci": {"recall@2": [0.4, 0.7]}}}}
+    def record(recall: float, seconds: float, high: float, dirty: bool = False) -> RunRecord:
+        dense = {"recall@2": recall, "em": None, "retrieve_s": seconds, "ci": {"recall@2": [0.4, high]}}
+        doc = {"method": "dense", "methods": {"dense": dense}, "provenance": {"code": {"dirty": dirty}}}
+        return RunRecord.from_json(doc)
+
+    a, b = record(0.5, 1.0, 0.6, dirty=True), record(0.5 + 1e-12, 9.0, 0.7)
     verdicts = {c.metric: c.verdict for c in compare_metrics(a, b, tolerance=1e-9)}
     assert verdicts == {
         "dense.recall@2": "within tolerance",
         "dense.em": "identical",
+        "dense.f1": "identical",
         "dense.ci.recall@2.0": "identical",
         "dense.ci.recall@2.1": "different",
     }  # wall times are not results
-    assert provenance_changes(
-        {"provenance": {"code": {"dirty": True}}}, {"provenance": {"code": {"dirty": False}}}
-    ) == [("code.dirty", True, False)]
+    assert provenance_changes(a, b) == [("code.dirty", True, False)]
 
 
 @pytest.mark.slow

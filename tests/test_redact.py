@@ -18,6 +18,7 @@ from hipporag import rerun as rerun_cmd
 from hipporag.core import redact as R
 from hipporag.entry import fail
 from hipporag.run.override_rules import config_refusal, override_refusal
+from hipporag.run.record import MethodRecord, RunRecord
 from hipporag.run.tracking import write_run_files
 
 
@@ -135,7 +136,8 @@ def test_run_files_are_written_masked(tmp_path):
     key = token()
     R.add_secret(key)
     records = [{"method": "dense", "query_id": "q1", "question": f"who is {key}?", "seeds": [key], "recall@2": 1.0}]
-    write_run_files(tmp_path, {"dataset": key, "methods": {}}, records, f"dataset:\n  name: {key}\n")
+    record = RunRecord(method="dense", methods={"dense": MethodRecord(recall={2: 1.0})}, dataset=key)
+    write_run_files(tmp_path, record, records, f"dataset:\n  name: {key}\n")
     assert json.loads((tmp_path / "metrics.json").read_text())["dataset"] == "***"
     assert yaml.safe_load((tmp_path / "resolved_config.yaml").read_text()) == {"dataset": {"name": "***"}}
     frame = pd.read_parquet(tmp_path / "per_query.parquet")
@@ -283,9 +285,11 @@ def test_run_files_with_a_megabyte_record_are_written_whole_and_redacted(hang_gu
     """A 1 MB IRCoT thought or passage goes through metrics.json and per_query.parquet as it is."""
     monkeypatch.setenv("SOME_API_TOKEN", "s3cr3t-value-1234")
     thought = "b" * ONE_MB + " s3cr3t-value-1234"
-    metrics = {"status": "ok", "methods": {"dense": {"recall@5": 0.5}}, "note": thought}
+    record = RunRecord(
+        method="dense", methods={"dense": MethodRecord(recall={5: 0.5})}, openie={"error_examples": [thought]}
+    )
     records = [{"id": "q1", "method": "dense", "thoughts": [thought], "top_contexts": ["c" * ONE_MB]}]
-    write_run_files(tmp_path, metrics, records, "a: 1\n")
+    write_run_files(tmp_path, record, records, "a: 1\n")
     back = pd.read_parquet(tmp_path / "per_query.parquet")
     assert list(back.thoughts[0]) == ["b" * ONE_MB + " ***"] and back.top_contexts[0][0] == "c" * ONE_MB
-    assert json.loads((tmp_path / "metrics.json").read_text())["note"] == "b" * ONE_MB + " ***"
+    assert json.loads((tmp_path / "metrics.json").read_text())["openie"]["error_examples"] == ["b" * ONE_MB + " ***"]

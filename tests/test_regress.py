@@ -77,18 +77,23 @@ def test_compare_passes_float_noise_and_fails_one_changed_query():
 
 
 def test_a_run_shaped_by_a_failure_is_never_recorded():
+    from hipporag.run.record import RunRecord
+
+    def record(doc: dict) -> RunRecord:  # as metrics.json has it
+        return RunRecord.from_json({"method": next(iter(doc["methods"])), **copy.deepcopy(doc)})
+
     metrics = {"status": "ok", "methods": {"hipporag2": {"recall@2": 0.5, "filter_errors": 0, "reader_errors": 0}}}
-    assert rg.unrecordable(metrics) is None
-    assert "degraded" in rg.unrecordable({**metrics, "status": "degraded"})
+    assert rg.unrecordable(record(metrics)) is None
+    assert "degraded" in rg.unrecordable(record({**metrics, "status": "degraded"}))
     metrics["methods"]["hipporag2"]["filter_errors"] = 2
-    assert rg.unrecordable(metrics) == "hipporag2 had 2 filter errors"
+    assert rg.unrecordable(record(metrics)) == "hipporag2 had 2 filter errors"
     chains = {"ends": {"failure": 1}, "mean_retrievals": 2.0, "stop_phrase_share": 0.5, "recall_by_step": {}}
     ircot = {"status": "ok", "methods": {"ircot": {"recall@2": 0.5, "ircot": chains}}}
-    assert rg.unrecordable(ircot) == "ircot had 1 chains cut by a failed next-thought request"
+    assert rg.unrecordable(record(ircot)) == "ircot had 1 chains cut by a failed next-thought request"
     chains["ends"]["failure"] = 0
     chains["recall_by_step"] = {"1": {"recall@5": 0.4}, "2": {"recall@5": 0.6}}
-    assert rg.unrecordable(ircot) is None
-    measured = rg.measured_values(ircot)["methods"]["ircot"]
+    assert rg.unrecordable(record(ircot)) is None
+    measured = rg.measured_values(record(ircot))["methods"]["ircot"]
     assert measured["step2_recall@5"] == 0.6 and measured["chain_retrievals"] == 2.0
 
 

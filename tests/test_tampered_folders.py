@@ -164,6 +164,44 @@ def test_a_record_from_before_schema_versions_reads_as_version_1(sweep, tmp_path
     assert job_rows(proc.stdout) == ["0", "1"] and not stderr_lines(proc)
 
 
+def test_a_real_record_reads_back_as_it_was_written(sweep):
+    """The writer and the reader are one module (`run.record`): a real run's metrics.json, typed and written
+    again, is the same JSON, every part and every number."""
+    from hipporag.run.record import read_record
+
+    for job in ("0", "1"):
+        written = json.loads((sweep / job / "metrics.json").read_text())
+        record = read_record(sweep / job)
+        assert json.loads(json.dumps(record.to_json(), default=float)) == written
+        assert (
+            record.main.vs_baseline["recall@5"].p_value
+            == written["methods"]["hipporag2"]["vs_baseline"]["recall@5"]["p_value"]
+        )
+
+
+LATER_PARTS = ("schema_version", "prompts", "rankings", "cost", "unusable_answers", "max_unusable_rate", "bootstrap")
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_record_without_the_parts_added_since_reads_in_every_command(sweep, tmp_path, command):
+    """Run folders from before the ledger, the prompt sets, the ranking cache and the per-method error counts
+    still read: every part but `method` and `methods` may be absent."""
+
+    def strip(doc):
+        for key in LATER_PARTS:
+            doc.pop(key)
+        for values in doc["methods"].values():
+            for key in ("reader_errors", "ties_at_linking_cut", "read_s"):
+                values.pop(key)
+
+    folder = copy(sweep, tmp_path)
+    edit_metrics(folder / "1", strip)
+    proc = run_cli(*COMMANDS[command], str(folder))
+    assert not stderr_lines(proc)
+    if command != "dashboard":
+        assert set(job_rows(proc.stdout)) == {"0", "1"}
+
+
 def test_json_cut_short_is_left_out_too(sweep, tmp_path):
     folder = copy(sweep, tmp_path)
     (folder / "1" / "metrics.json").write_text('{"methods": ')

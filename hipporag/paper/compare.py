@@ -46,7 +46,8 @@ from hipporag.report.figures import pct
 from hipporag.report.markdown import md_cell, md_text
 from hipporag.report.sweep_report import collect
 from hipporag.retrieval.methods import METHODS
-from hipporag.run.sweep_folders import job_overrides, read_metrics, read_sweep
+from hipporag.run.record import RunRecord, read_record
+from hipporag.run.sweep_folders import job_overrides, read_sweep
 
 
 def ablation_knobs(method: str) -> tuple[str, ...]:
@@ -250,9 +251,9 @@ def reader_setting(cfg: dict, spec=None) -> dict:
     }
 
 
-def _prompt_set_name(metrics: dict) -> dict:
+def _prompt_set_name(record: RunRecord) -> dict:
     """The prompt set a job ran with, by its name (metrics.json `prompts`), when the run recorded it."""
-    name = (metrics.get("prompts") or {}).get("name")
+    name = record.prompts.name if record.prompts else None
     return {"prompts": str(name)} if name else {}
 
 
@@ -268,9 +269,11 @@ def _same_model(ours: str, theirs: str) -> bool:
     return a == b or (len(b) >= 3 and a.startswith(b))
 
 
-def our_row(job: str, method: str, is_baseline: bool, cfg: dict, metrics: dict, table: Table, ablation=None) -> OurRow:
-    """One of our rows: a job's method (or its baseline) with its resolved config `cfg`, its metrics.json
-    `metrics` and the `+ablation=` it was run with, keyed as the paper table keys its rows."""
+def our_row(
+    job: str, method: str, is_baseline: bool, cfg: dict, record: RunRecord, table: Table, ablation=None
+) -> OurRow:
+    """One of our rows: a job's method (or its baseline) with its resolved config `cfg`, its record
+    (metrics.json) and the `+ablation=` it was run with, keyed as the paper table keys its rows."""
     if table.by == "method":
         key = method
     elif table.by == "ablation":
@@ -279,17 +282,17 @@ def our_row(job: str, method: str, is_baseline: bool, cfg: dict, metrics: dict, 
         key = openie_row(key, cfg)
     else:
         key = None if is_baseline else str(cfg.get(table.knob))
-    m = (metrics.get("methods") or {}).get(method, {})
-    setting = {**our_setting(method, cfg), **_prompt_set_name(metrics)}
+    m = record.methods[method]
+    setting = {**our_setting(method, cfg), **_prompt_set_name(record)}
     return OurRow(
         job=job,
         method=method,
         is_baseline=is_baseline,
         key=key,
-        dataset=str(metrics.get("dataset") or (cfg.get("dataset") or {}).get("name")),
-        n_queries=m.get("n_queries", metrics.get("n_queries")),
-        n_passages=(metrics.get("index") or {}).get("passages"),
-        metrics={k: m.get(k) for k in METRICS},  # fractions 0..1, as recall
+        dataset=str(record.dataset or (cfg.get("dataset") or {}).get("name")),
+        n_queries=m.n_queries if m.n_queries is not None else record.n_queries,
+        n_passages=record.passages,
+        metrics={k: m.value(k) for k in METRICS},  # fractions 0..1, as recall
         setting=setting,
         switches=_changed_switches(method, cfg),
         base=setting.get("base"),
@@ -305,9 +308,7 @@ def load_rows(sweep_dir: Path, table: Table) -> tuple[list[OurRow], list[str]]:
         job_dir = sweep_dir / str(r.job)
         cfg = _yaml(job_dir / "resolved_config.yaml")
         ablation = job_overrides(job_dir).get("ablation") if table.by == "ablation" else None
-        rows.append(
-            our_row(str(r.job), str(r.method), bool(r.is_baseline), cfg, read_metrics(job_dir), table, ablation)
-        )
+        rows.append(our_row(str(r.job), str(r.method), bool(r.is_baseline), cfg, read_record(job_dir), table, ablation))
     # A baseline row repeats in every job; keep it once, and only when no job ran that method itself.
     own = {(row.name, row.dataset) for row in rows if not row.is_baseline}
     seen, kept = set(), []

@@ -73,9 +73,9 @@ def measure_candidate(
     overrides = [*base, *FIXED, *candidate.overrides, f"cache_dir={cache_dir}"]
     cfg = compose(*overrides)
     settings = load_settings(cfg)
-    metrics = run_experiment(cfg, run_dir, settings=settings)
-    if metrics["status"] != "ok":
-        raise RuntimeError(f"candidate {candidate.label}: the run was {metrics['status']} (see {run_dir})")
+    record = run_experiment(cfg, run_dir, settings=settings)
+    if record.status != "ok":
+        raise RuntimeError(f"candidate {candidate.label}: the run was {record.status} (see {run_dir})")
 
     dataset = load_dataset(settings.dataset)
     passages = dataset.passage_texts()
@@ -90,7 +90,7 @@ def measure_candidate(
         extractor.extract(sample)
         seconds = time.perf_counter() - t0
         speed = {"passages": len(sample), "seconds": seconds, "passages_per_s": len(sample) / seconds}
-    recall = {m: {k: metrics["methods"][m][k] for k in ("recall@2", "recall@5")} for m in ("hipporag2", "dense")}
+    recall = {m: {k: record.methods[m].value(k) for k in ("recall@2", "recall@5")} for m in ("hipporag2", "dense")}
     measured = Measured(
         label=candidate.label,
         overrides=candidate.overrides,

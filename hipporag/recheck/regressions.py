@@ -42,6 +42,8 @@ from hipporag.run.override_rules import (
     override_refusal,
     user_values,
 )
+from hipporag.run.provenance import recorded_code, recorded_machine, recorded_packages
+from hipporag.run.record import RunRecord
 from hipporag.run.tracking import flatten
 
 REGRESSIONS_DIR = REPO_ROOT / "reproduce" / "regressions"
@@ -51,7 +53,6 @@ INPUT_KEYED = ("embeddings", "openie", "llm", "locks", "provenance")
 CACHE_MODES = ("inputs", "cold", "warm")
 KEYS = ("description", "fast", "needs", "overrides", "tolerance", "expected", "recorded_from")
 COUNTS = ("n_queries", "fallbacks", "ties_at_linking_cut", "filter_errors", "reader_errors")
-ERROR_COUNTS = ("filter_errors", "reader_errors")
 CREDENTIAL_HINT = (
     "a regression file never chooses where an API key goes: give it on the command line, "
     "--set llm.base_url=http://HOST:PORT/v1 (and --set llm.api_key_env=VAR)"
@@ -180,22 +181,22 @@ def prepare_cache(mode: str, shared: Path, fresh: Path) -> Path:
     return fresh
 
 
-def measured_values(metrics: dict) -> dict:
-    """What a regression compares, from one run's metrics.json."""
+def measured_values(record: RunRecord) -> dict:
+    """What a regression compares, from one run's record."""
     methods = {}
-    for name, m in metrics["methods"].items():
-        values = {k: v for k, v in m.items() if k.startswith("recall@")}
-        values.update({k: m[k] for k in ("em", "f1") if m.get(k) is not None})
-        values.update({k: m[k] for k in COUNTS if k in m})
-        chains = m.get("ircot")
+    for name, m in record.methods.items():
+        values = {f"recall@{k}": v for k, v in m.recall.items()}
+        values.update({k: v for k in ("em", "f1") if (v := m.value(k)) is not None})
+        values.update({k: v for k in COUNTS if (v := getattr(m, k)) is not None})
+        chains = m.chains
         if chains:  # a multi-step method: its chains' figures too (the recall after each step, how chains ended)
-            values["chain_retrievals"] = chains["mean_retrievals"]
-            values["chain_stop_phrase_share"] = chains["stop_phrase_share"]
-            values["chain_failures"] = chains["ends"]["failure"]
-            for step, row in chains["recall_by_step"].items():
+            values["chain_retrievals"] = chains.mean_retrievals
+            values["chain_stop_phrase_share"] = chains.stop_phrase_share
+            values["chain_failures"] = chains.failures
+            for step, row in chains.recall_by_step.items():
                 values.update({f"step{step}_{k}": v for k, v in row.items() if v is not None})
         methods[name] = values
-    return {"status": metrics.get("status", "ok"), "methods": methods}
+    return {"status": record.status, "methods": methods}
 
 
 def _flat(values: dict) -> dict:
@@ -208,17 +209,15 @@ def compare(expected: dict, measured: dict, tolerance: float) -> list[Comparison
     return compare_values(a, {k: b[k] for k in a if k in b}, tolerance)
 
 
-def unrecordable(metrics: dict) -> str | None:
+def unrecordable(record: RunRecord) -> str | None:
     """Why this run's numbers must not become expected values (a failure shaped them), or None."""
-    if metrics.get("status", "ok") != "ok":
-        return f"the run finished {metrics.get('status')!r}"
-    for name, m in metrics["methods"].items():
-        for k in ERROR_COUNTS:
-            if m.get(k):
-                return f"{name} had {m[k]} {k.replace('_', ' ')}"
-        failed = ((m.get("ircot") or {}).get("ends") or {}).get("failure")
-        if failed:
-            return f"{name} had {failed} chains cut by a failed next-thought request"
+    if record.status != "ok":
+        return f"the run finished {record.status!r}"
+    for name, m in record.methods.items():
+        for k, n in m.error_counts().items():
+            return f"{name} had {n} {k.replace('_', ' ')}"
+        if m.chains and m.chains.failures:
+            return f"{name} had {m.chains.failures} chains cut by a failed next-thought request"
     return None
 
 
@@ -233,13 +232,10 @@ def rounded(values: dict) -> dict:
     }
 
 
-def recorded_from(metrics: dict, run_dir: Path, wall_s: float, cache_mode: str, given: list[str] = ()) -> dict:
+def recorded_from(record: RunRecord, run_dir: Path, wall_s: float, cache_mode: str, given: list[str] = ()) -> dict:
     """The measured run behind the expected values: where, when, which code, which machine, and the keys the
     user's `--set` gave (their values are not written: a URL may hold a password)."""
-    prov = metrics.get("provenance") or {}
-    git = (prov.get("code") or {}).get("git") or {}
-    env = prov.get("environment") or {}
-    threads = (env.get("threads") or {}).get("torch")
+    commit, dirty = recorded_code(record.provenance)
     try:
         where = str(Path(run_dir).resolve().relative_to(REPO_ROOT))
     except ValueError:
@@ -247,10 +243,10 @@ def recorded_from(metrics: dict, run_dir: Path, wall_s: float, cache_mode: str, 
     origin = {
         "run": where,
         "date": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "commit": git.get("commit") or (prov.get("code") or {}).get("package_version"),
-        "dirty": git.get("dirty"),
-        "machine": f"{env.get('cpu')}, {env.get('cpu_cores')} cores, torch threads {threads}, GPU {env.get('gpu')}",
-        "packages": {k: v for k, v in (prov.get("packages") or {}).items() if v},
+        "commit": commit,
+        "dirty": dirty,
+        "machine": recorded_machine(record.provenance),
+        "packages": recorded_packages(record.provenance),
         "wall_s": round(wall_s, 1),
         "cache": cache_mode,
     }
@@ -288,7 +284,7 @@ class Outcome:
     comparisons: list[Comparison] = field(default_factory=list)
     run_dir: Path | None = None
     measured: dict | None = None  # measured_values of the run
-    metrics: dict | None = None  # its whole metrics.json
+    record: RunRecord | None = None  # its whole record (metrics.json)
 
     @property
     def failed(self) -> bool:
@@ -310,16 +306,16 @@ def run_one(
     wall = time.perf_counter() - started
     if not job.finished:
         return Outcome(reg.name, "error", f"run.py exit {job.returncode}: {job.stderr_tail[-300:]}", wall)
-    values = measured_values(job.metrics)
+    values = measured_values(job.record)
     if record:
-        why_not = unrecordable(job.metrics)
+        why_not = unrecordable(job.record)
         if why_not:
             return Outcome(reg.name, "error", f"not recorded: {why_not}", wall, run_dir=job.out_dir)
-        return Outcome(reg.name, "recorded", "", wall, run_dir=job.out_dir, measured=values, metrics=job.metrics)
+        return Outcome(reg.name, "recorded", "", wall, run_dir=job.out_dir, measured=values, record=job.record)
     comparisons = compare(reg.expected, rounded(values), reg.tolerance)  # as recorded: 6 decimals
     bad = [c for c in comparisons if c.verdict not in ("identical", "within tolerance")]
     note = "; ".join(f"{c.metric} {c.recorded} -> {c.rerun}" for c in bad[:3]) + (" …" if len(bad) > 3 else "")
-    return Outcome(reg.name, "fail" if bad else "pass", note, wall, comparisons, job.out_dir, values, job.metrics)
+    return Outcome(reg.name, "fail" if bad else "pass", note, wall, comparisons, job.out_dir, values, job.record)
 
 
 def format_table(outcomes: list[Outcome]) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from hipporag.core.errors import UserError
 from hipporag.run.launch import launch_run
 from hipporag.run.override_rules import config_refusal, credential_refusal, override_refusal, user_values
+from hipporag.run.record import METRICS_FILE, RunRecord
 from hipporag.run.tracking import flatten
 
 # every per-method value is compared (recall@k, EM, F1, CIs, deltas, p-values, fallbacks, error counts)
@@ -45,10 +46,10 @@ def _is_result(key: str) -> bool:
     return not key.rsplit(".", 1)[-1].endswith("_s")
 
 
-def compare_metrics(recorded: dict, rerun: dict, tolerance: float) -> list[Comparison]:
+def compare_metrics(recorded: RunRecord, rerun: RunRecord, tolerance: float) -> list[Comparison]:
     """Every per-method result of the recorded run against the rerun's."""
-    a = {k: v for k, v in flatten(recorded.get("methods", {}), lists=True).items() if _is_result(k)}
-    b = {k: v for k, v in flatten(rerun.get("methods", {}), lists=True).items() if _is_result(k)}
+    a = {k: v for k, v in flatten(recorded.methods_json(), lists=True).items() if _is_result(k)}
+    b = {k: v for k, v in flatten(rerun.methods_json(), lists=True).items() if _is_result(k)}
     return compare_values(a, b, tolerance)
 
 
@@ -69,23 +70,23 @@ def compare_values(a: dict, b: dict, tolerance: float) -> list[Comparison]:
     return out
 
 
-def provenance_changes(recorded: dict, rerun: dict) -> list[tuple[str, object, object]]:
+def provenance_changes(recorded: RunRecord, rerun: RunRecord) -> list[tuple[str, object, object]]:
     """The provenance fields whose values differ between the two records."""
-    a, b = flatten(recorded.get("provenance") or {}, lists=True), flatten(rerun.get("provenance") or {}, lists=True)
+    a, b = flatten(recorded.provenance, lists=True), flatten(rerun.provenance, lists=True)
     return [(k, a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
 
 
-def rerun(run_dir: Path, out_dir: Path, extra: list[str] = ()) -> dict:
-    """Run the recorded config again into `out_dir`; returns the new metrics."""
+def rerun(run_dir: Path, out_dir: Path, extra: list[str] = ()) -> RunRecord:
+    """Run the recorded config again into `out_dir`; returns the new record."""
     run_dir = Path(run_dir).resolve()
     config = run_dir / ".hydra" / "config.yaml"
-    if not (run_dir / "metrics.json").is_file() or not config.is_file():
+    if not (run_dir / METRICS_FILE).is_file() or not config.is_file():
         raise RerunError(f"{run_dir}: not a recorded run (metrics.json and .hydra/config.yaml expected)")
     check_rerun(config, extra)
     job = launch_run(["--config-path", str(config.parent), "--config-name", "config", *extra], out_dir)
     if not job.finished:  # a degraded finish (exit 3) still compares: the comparison shows it
         raise RerunError(f"the rerun of {run_dir} failed (exit {job.returncode}): {job.stderr_tail}")
-    return job.metrics
+    return job.record
 
 
 def check_rerun(config: Path, extra: list[str] = ()) -> None:

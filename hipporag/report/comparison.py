@@ -21,9 +21,8 @@ from hipporag.core.redact import redact
 from hipporag.eval.paired import PAIRED_METRICS, pair_records
 from hipporag.report.figures import finite, is_number, pct
 from hipporag.report.markdown import md_text
+from hipporag.run.record import METRICS_FILE, RECORDS_FILE, DamagedRecordError, RunRecord
 from hipporag.run.sweep_folders import (
-    METRICS_FILE,
-    DamagedRecordError,
     NoJobsError,
     SweepFolder,
     read_job,
@@ -45,7 +44,7 @@ class ComparisonError(UserError):
 class Job:
     name: str  # the job folder's name ("0", "1", ... in a sweep)
     folder: Path
-    metrics: dict
+    record: RunRecord
     keys: dict  # tracking.uniform_keys: main/…, baseline/…, delta/…, p_value/…, *_ci_lo|hi/…
     knobs: dict  # swept knob -> this job's value (as Hydra's override wrote it)
     records: pd.DataFrame
@@ -53,11 +52,11 @@ class Job:
 
     @property
     def main(self) -> str:
-        return self.metrics["method"]
+        return self.record.method
 
     @property
     def baseline(self) -> str | None:
-        return self.metrics.get("baseline")
+        return self.record.baseline
 
     @property
     def label(self) -> str:
@@ -98,7 +97,7 @@ def _records(folder: Path) -> tuple[pd.DataFrame, str | None]:
     """A job's per_query.parquet, checked; and a warning when question ids repeat within a method (a run
     from before ids were checked at load): those rows are told apart by position, as the run paired them
     (`eval.uncertainty`), so that every query keeps its own pair. `DamagedRecordError` for a damaged file."""
-    path = folder / "per_query.parquet"
+    path = folder / RECORDS_FILE
     if not os.path.lexists(path):
         return pd.DataFrame(), None
     try:
@@ -155,17 +154,17 @@ def load(folder: Path) -> Comparison:
             raise ComparisonError(text) from None
         swept = swept_knobs(folder) or varying_overrides([j.overrides for j in sweep.jobs])
     jobs, left_out, warnings = [], list(sweep.left_out), []
-    for record in sweep.jobs:
-        d, metrics = record.folder, record.metrics
+    for job in sweep.jobs:
+        d, record = job.folder, job.record
         try:
             records, warning = _records(d)
         except DamagedRecordError as e:
             left_out.append(str(e))
             continue
         warnings += [warning] if warning else []
-        pairs = pair_records(records, metrics["method"], metrics.get("baseline"))
-        knobs = {k: redact(record.overrides.get(k, "")) for k in swept}  # a job's label: never a URL's password
-        jobs.append(Job(d.name, d, metrics, uniform_keys(metrics), knobs, records, pairs))
+        pairs = pair_records(records, record.method, record.baseline)
+        knobs = {k: redact(job.overrides.get(k, "")) for k in swept}  # a job's label: never a URL's password
+        jobs.append(Job(d.name, d, record, uniform_keys(record), knobs, records, pairs))
     if not jobs:
         raise DamagedRecordError(f"{folder}: no job can be read; {left_out[0]}")
     present = [m for m in DASHBOARD_METRICS if any(j.value("main", m)[0] is not None for j in jobs)]

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from hipporag.report.comparison import RUN_TABLE_METRICS, Comparison, cases, chain_text, outcome_counts, seed_text
 from hipporag.report.figures import METRIC_LABELS, finite, pct
 from hipporag.report.wandb_report import COST_AXES  # what the quality-against-cost plots put on x (log scale)
-from hipporag.run.ledger import SCHEMA as LEDGER_SCHEMA
 from hipporag.run.ledger import headline
+from hipporag.run.provenance import recorded_code
 
 MAIN_COLOUR, BASE_COLOUR = "#1f77b4", "#7f7f7f"
 CASES_SHOWN = 25  # per job and side; the rest are counted (comparison.md and the W&B table hold all)
@@ -193,11 +193,10 @@ def cost_points(c: Comparison, metric: str, axis: str) -> list[tuple[str, float,
     moved), for jobs whose metrics.json has a cost ledger (`run.ledger`)."""
     points, seen_baseline = [], set()
     for j in c.jobs:
-        costs = j.metrics.get("cost") or {}
         for side, name in (("main", j.main), ("baseline", j.baseline)):
-            ledger = costs.get(name) if name else None
+            ledger = j.record.ledger(name) if name else None
             quality = j.value(side, metric)[0]
-            if not isinstance(ledger, dict) or ledger.get("schema") != LEDGER_SCHEMA or quality is None:
+            if ledger is None or quality is None:
                 continue
             cost = finite(headline(ledger).get(axis))
             if cost is None or (side == "baseline" and (cost, quality) in seen_baseline):
@@ -293,7 +292,7 @@ def _runs_section(c: Comparison) -> str:
         name = j.main if side == "main" else f"{j.baseline} (baseline)"
         cells = [j.name if side == "main" else "baseline", name]
         cells += [j.knobs.get(k, "") if side == "main" else "" for k in knobs]
-        cells.append(j.metrics.get("status", "ok") if side == "main" else "")
+        cells.append(j.record.status if side == "main" else "")
         out.append("<tr>" + "".join(f"<td>{esc(x)}</td>" for x in cells))
         for m in metrics:
             v, lo, hi = j.value(side, m)
@@ -417,19 +416,18 @@ document.body.dataset.rendered = 'ok';
 
 
 def _overview(c: Comparison) -> str:
-    first = c.jobs[0].metrics
-    prov = (first.get("provenance") or {}).get("code") or {}
-    commit = ((prov.get("git") or {}).get("commit") or prov.get("package_version") or "?")[:12]
+    first = c.jobs[0].record
+    commit = (recorded_code(first.provenance)[0] or "?")[:12]
     items = [
         ("folder", str(c.folder)),
-        ("dataset", f"{first.get('dataset', '?')} ({first.get('n_queries', '?')} queries)"),
+        ("dataset", f"{first.dataset or '?'} ({'?' if first.n_queries is None else first.n_queries} queries)"),
         ("jobs", str(len(c.jobs))),
         ("methods", ", ".join(dict.fromkeys(j.main for j in c.jobs))),
         ("baseline (StandardRAG)", c.baseline or "none"),
         ("swept", ", ".join(c.swept) or "nothing"),
         ("code", commit),
     ]
-    degraded = [j.name for j in c.jobs if j.metrics.get("status") == "degraded"]
+    degraded = [j.name for j in c.jobs if j.record.degraded]
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in items)
     warn = (
         f'<p class="warn"><b>DEGRADED jobs: {", ".join(degraded)}</b> (too many failed LLM calls)</p>'

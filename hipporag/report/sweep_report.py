@@ -21,7 +21,6 @@ from hipporag.core.errors import EXIT_DEGRADED, EXIT_USER_ERROR, UserError
 from hipporag.core.redact import redact, redact_file, register_config
 from hipporag.report.figures import finite
 from hipporag.report.markdown import md_cell, md_row, md_text
-from hipporag.run.ledger import SCHEMA as LEDGER_SCHEMA
 from hipporag.run.ledger import headline
 from hipporag.run.sweep_folders import read_sweep, swept_knobs, varying_overrides
 
@@ -59,24 +58,22 @@ def collect(sweep_dir: Path) -> Collected:
     swept = [k for k in swept if k != "method"]  # a swept method is the row's own `method` column
     rows = []
     for job in sweep.jobs:
-        metrics = job.metrics
-        baseline = metrics.get("baseline")
-        for method, m in metrics["methods"].items():
+        record = job.record
+        for method, m in record.methods.items():
             row = {
                 "job": job.folder.name,
                 "method": method,
-                "is_baseline": method == baseline and method != metrics["method"],
-                "status": metrics.get("status", "ok"),
+                "is_baseline": method == record.baseline and method != record.method,
+                "status": record.status,
             }
             row.update({k: redact(job.overrides.get(k)) for k in swept})  # a URL with its password
             for key in HEADLINE:
-                row[key] = m.get(key)
-                ci = (m.get("ci") or {}).get(key)
-                row[f"{key}_lo"], row[f"{key}_hi"] = ci if ci else (None, None)
-                vs = (m.get("vs_baseline") or {}).get(key) or {}
-                row[f"{key}_delta"], row[f"{key}_p"] = vs.get("delta"), vs.get("p_value")
-            ledger = (metrics.get("cost") or {}).get(method)
-            figures = headline(ledger) if isinstance(ledger, dict) and ledger.get("schema") == LEDGER_SCHEMA else {}
+                row[key] = m.value(key)
+                row[f"{key}_lo"], row[f"{key}_hi"] = m.ci.get(key, (None, None))
+                test = m.vs_baseline.get(key)
+                row[f"{key}_delta"], row[f"{key}_p"] = (test.delta, test.p_value) if test else (None, None)
+            ledger = record.ledger(method)
+            figures = headline(ledger) if ledger is not None else {}
             row.update({f"cost_{k}": finite(figures.get(k)) for k in COST_COLUMNS})
             rows.append(row)
     return Collected(pd.DataFrame(rows), swept, sweep.left_out)

@@ -30,9 +30,10 @@ from hipporag.retrieval.methods import METHODS, RetrievalContext
 from hipporag.retrieval.ranking_cache import key_values, rank
 from hipporag.run.ledger import method_ledger
 from hipporag.run.provenance import collect_provenance
+from hipporag.run.record import Bootstrap, IndexRecord, MethodRecord, PromptsUsed, RankingServed, RunRecord, StageUsage
 from hipporag.run.settings import Settings, load_settings
 from hipporag.run.summary import format_summary, llm_failures, unusable_answers
-from hipporag.run.sweep_folders import SCHEMA_VERSION, overrides_dict, swept_knobs
+from hipporag.run.sweep_folders import overrides_dict, swept_knobs
 from hipporag.run.tracking import make_tracker, write_run_files
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,9 @@ def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_
 
 def run_experiment(
     cfg: DictConfig, run_dir: Path, sweep_group: str | None = None, settings: Settings | None = None
-) -> dict:
-    """One run of the composed config `cfg` (its typed, checked form: `settings`, made here when not given)."""
+) -> RunRecord:
+    """One run of the composed config `cfg` (its typed, checked form: `settings`, made here when not given);
+    its record, as written to metrics.json."""
     failpoints.hit("job.start")
     t_start = time.perf_counter()
     for name in QUIET_LOGGERS:  # one line per HTTP request drowns the run log
@@ -137,13 +139,13 @@ def run_experiment(
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
     ledgers: dict[str, dict] = {}
-    ranking_records: dict[str, dict] = {}
+    ranking_records: dict[str, RankingServed] = {}
     for method in settings.methods_to_run():
         name = method.name
         t0 = time.perf_counter()
         ranked = rank(method, ctx, queries, index, key_values(knobs, method, llm, embedder, settings.prompts))
         rankings = ranked.rankings
-        ranking_records[name] = {"cache": ranked.cache, "key": ranked.key, "reads": ranked.reads}
+        ranking_records[name] = RankingServed(ranked.cache, ranked.key, ranked.reads)
         t_retrieve = time.perf_counter() - t0
         contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
         t0 = time.perf_counter()
@@ -169,84 +171,82 @@ def run_experiment(
     add_uncertainty(method_metrics, all_records, settings.method.name, knobs.baseline)
     timings["total_s"] = time.perf_counter() - t_start
 
-    usage = {stage: vars(u) for stage, u in llm.usage.items()}
-    for u in usage.values():
-        usd = llm.cost_usd(u["input_tokens"], u["output_tokens"])
-        if usd is not None:
-            u["usd"] = usd
+    usage = {
+        stage: StageUsage(**vars(u), usd=llm.cost_usd(u.input_tokens, u.output_tokens))
+        for stage, u in llm.usage.items()
+    }
     failures = llm_failures(usage, knobs.max_llm_error_rate)
-    unusable = unusable_answers(usage, vars(report.openie), knobs.max_unusable_rate)
-    degraded = any(f["above_max"] for f in (*failures.values(), *unusable.values()))
-    metrics = {
-        "schema_version": SCHEMA_VERSION,  # the layout below (run.sweep_folders reads it, and refuses a newer one)
-        "status": "degraded" if degraded else "ok",
-        "llm_failures": failures,
-        "max_llm_error_rate": knobs.max_llm_error_rate,
-        "unusable_answers": unusable,
-        "max_unusable_rate": knobs.max_unusable_rate,
-        "dataset_checks": {
+    unusable = unusable_answers(usage, report.openie, knobs.max_unusable_rate)
+    degraded = any(f.above_max for f in (*failures.values(), *unusable.values()))
+    record = RunRecord(
+        status="degraded" if degraded else "ok",
+        llm_failures=failures,
+        max_llm_error_rate=knobs.max_llm_error_rate,
+        unusable_answers=unusable,
+        max_unusable_rate=knobs.max_unusable_rate,
+        dataset_checks={
             "gold_missing": dataset.gold_missing,
             **dataset.text_checks,
             "embedder_truncated": truncation_check(embedder),
         },
-        "adjusted": adjusted,
-        "prompts": {  # which messages were sent: the set, its file, each role's digest (and an import's origin)
-            "name": settings.prompts.name,
-            "file": settings.prompts.origin,
-            "roles": settings.prompts.role_digests(),
-            **({"source_commit": settings.prompts.source.get("commit")} if settings.prompts.source else {}),
-        },
-        "dataset": dataset.name,
-        "n_queries": len(queries),
-        "method": settings.method.name,
-        "baseline": knobs.baseline,
-        "methods": method_metrics,
-        "rankings": ranking_records,  # per method: how the ranking cache served it, and what the method read
-        "cost": ledgers,  # per method: what indexing and querying cost, this run and as made (run.ledger)
-        "bootstrap": {"resamples": M.BOOTSTRAP_RESAMPLES, "seed": M.BOOTSTRAP_SEED, "level": 0.95},
-        "index": {
-            "key": report.key,
-            "graph_cached": report.graph_cached,
-            "passages": len(passages),
-            "entities": len(index.entities),
-            "facts": len(index.facts),
-            "nodes": index.graph.vcount(),
-            "edges": index.graph.ecount(),
-            **index.stats,
-            "cost": index_cost(report.cost, llm),
-        },
-        "openie": {**vars(report.openie), **({"import": extractor.report} if hasattr(extractor, "report") else {})},
-        "cache": {
+        adjusted=adjusted,
+        prompts=PromptsUsed(  # which messages were sent: the set, its file, each role's digest (an import's commit)
+            name=settings.prompts.name,
+            file=settings.prompts.origin,
+            roles=settings.prompts.role_digests(),
+            source_commit=settings.prompts.source.get("commit") if settings.prompts.source else None,
+        ),
+        dataset=dataset.name,
+        n_queries=len(queries),
+        method=settings.method.name,
+        baseline=knobs.baseline,
+        methods={name: MethodRecord.from_json(m, f"methods.{name}") for name, m in method_metrics.items()},
+        rankings=ranking_records,  # per method: how the ranking cache served it, and what the method read
+        cost=ledgers,  # per method: what indexing and querying cost, this run and as made (run.ledger)
+        bootstrap=Bootstrap(resamples=M.BOOTSTRAP_RESAMPLES, seed=M.BOOTSTRAP_SEED, level=0.95),
+        index=IndexRecord(
+            key=report.key,
+            graph_cached=report.graph_cached,
+            passages=len(passages),
+            entities=len(index.entities),
+            facts=len(index.facts),
+            nodes=index.graph.vcount(),
+            edges=index.graph.ecount(),
+            stats=dict(index.stats),
+            cost=index_cost(report.cost, llm),
+        ),
+        openie={**vars(report.openie), **({"import": extractor.report} if hasattr(extractor, "report") else {})},
+        cache={
             "embedding_hits": report.embedding_hits + embeddings.hits,
             "embedding_misses": report.embedding_misses + embeddings.misses,
         },
-        "llm_usage": usage,
-        "timings": {**report.timings, **timings},
-    }
-    metrics["provenance"] = run_provenance(settings, dataset, extractor, embedder, llm, cache_dir)
+        llm_usage=usage,
+        timings={**report.timings, **timings},
+        provenance=run_provenance(settings, dataset, extractor, embedder, llm, cache_dir),
+    )
     resolved = OmegaConf.to_yaml(cfg, resolve=True)
-    write_run_files(run_dir, metrics, all_records, resolved)
+    write_run_files(run_dir, record, all_records, resolved)
     swept = _swept_values() if sweep_group else {}
     config = {
         **OmegaConf.to_container(cfg, resolve=True),
-        "provenance": metrics["provenance"],
-        "main_method": metrics["method"],  # with the uniform summary keys: one W&B panel for every method
-        "baseline_method": metrics["baseline"],
+        "provenance": record.provenance,
+        "main_method": record.method,  # with the uniform summary keys: one W&B panel for every method
+        "baseline_method": record.baseline,
         "swept_knobs": list(swept),
         "swept": swept,  # W&B panels group and plot by config key swept.<knob>
     }
     tracker = make_tracker(settings.tracker, run_dir, config, sweep_group, settings.method.name)
     if tracker is not None:
-        tracker.log_results(metrics, all_records)
+        tracker.log_results(record, all_records)
         tracker.finish()
-    print(redact(format_summary(metrics)))  # the console is a record too (Slurm keeps it)
+    print(redact(format_summary(record)))  # the console is a record too (Slurm keeps it)
     print(redact(f"outputs: {run_dir}"))
     if degraded:
         log.error(
             "run degraded: %s",
             "; ".join(
-                [f"{s}: {f['failed']}/{f['calls']} LLM calls failed" for s, f in failures.items() if f["above_max"]]
-                + [f"{s}: {u['unusable']}/{u['of']} unusable answers" for s, u in unusable.items() if u["above_max"]]
+                [f"{s}: {f.failed}/{f.calls} LLM calls failed" for s, f in failures.items() if f.above_max]
+                + [f"{s}: {u.unusable}/{u.of} unusable answers" for s, u in unusable.items() if u.above_max]
             ),
         )
-    return metrics
+    return record

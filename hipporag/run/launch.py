@@ -21,7 +21,6 @@ The run never outlives its caller. A `kill -9` of `hipporag regress` once left i
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from hipporag.core.errors import EXIT_DEGRADED
 from hipporag.core.paths import REPO_ROOT
+from hipporag.run.record import RunRecord, read_record_if_any
 
 STOP_GRACE_S = 60.0  # a stopped run closes its stores and writes its last line within this
 # run first in the child: SIGTERM on the parent's death (PR_SET_PDEATHSIG = 1), then exec run.py
@@ -51,13 +51,13 @@ os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
 class Launched:
     returncode: int
     out_dir: Path
-    metrics: dict | None  # metrics.json, when the run got that far
+    record: RunRecord | None  # metrics.json, when the run got that far (`run.record`)
     stderr_tail: str
 
     @property
     def finished(self) -> bool:
         """Exit 0, or 3 (finished, degraded: its metrics say so)."""
-        return self.returncode in (0, EXIT_DEGRADED) and self.metrics is not None
+        return self.returncode in (0, EXIT_DEGRADED) and self.record is not None
 
 
 def child_command(args: list[str]) -> list[str]:
@@ -84,9 +84,7 @@ def launch_run(args: list[str], out_dir: Path, env: dict | None = None, stream_l
         returncode = wait_or_stop(proc)
         err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
         tail = err.read().decode(errors="replace").strip()[-500:]
-    metrics_file = out_dir / "metrics.json"
-    metrics = json.loads(metrics_file.read_text()) if metrics_file.is_file() else None
-    return Launched(returncode, out_dir, metrics, tail)
+    return Launched(returncode, out_dir, read_record_if_any(out_dir), tail)
 
 
 def wait_or_stop(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> int:

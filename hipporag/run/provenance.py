@@ -193,3 +193,29 @@ def collect_provenance(
     }
     digests.save()
     return block
+
+
+# ------------------------------------------------------------------------ reading a recorded block back
+def _part(block, key: str) -> dict:
+    value = block.get(key) if isinstance(block, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def recorded_code(block: dict) -> tuple[str | None, bool | None]:
+    """The code a recorded run ran: its git commit (or, outside a checkout, the package's version) and whether
+    the checkout had changes."""
+    code = _part(block, "code")
+    git = _part(code, "git")
+    return git.get("commit") or code.get("package_version"), git.get("dirty")
+
+
+def recorded_machine(block: dict) -> str:
+    """The machine a recorded run ran on, in one line: CPU, cores, torch threads, GPU."""
+    env = _part(block, "environment")
+    threads = _part(env, "threads").get("torch")
+    return f"{env.get('cpu')}, {env.get('cpu_cores')} cores, torch threads {threads}, GPU {env.get('gpu')}"
+
+
+def recorded_packages(block: dict) -> dict[str, str]:
+    """The versions of the packages a recorded run loaded (those installed)."""
+    return {k: v for k, v in _part(block, "packages").items() if v}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from hipporag.run.ledger import cost_line
+from hipporag.run.record import Chains, RunRecord, StageFailures, StageUnusable, StageUsage
 
 SUMMARY_KS = (1, 2, 5, 10)
 
 
-def _usd(c: dict) -> str:
-    return f" (${c['usd']:,.2f})" if "usd" in c else ""
+def _usd(c: dict | StageUsage) -> str:
+    usd = c.get("usd") if isinstance(c, dict) else c.usd
+    return f" (${usd:,.2f})" if usd is not None else ""
 
 
 def index_cost_lines(cost: dict) -> list[str]:
@@ -27,120 +29,110 @@ def index_cost_lines(cost: dict) -> list[str]:
     return [f"index {when}: " + ("; ".join(parts) if parts else "no LLM calls")]
 
 
-def ircot_line(name: str, chains: dict) -> str:
+def ircot_line(name: str, chains: Chains) -> str:
     """A multi-step method's chains in one line: mean retrievals, endings, recall@5 after each step."""
-    ends = chains["ends"]
+    ends = chains.ends
     curve = " -> ".join(
-        "-" if row["recall@5"] is None else f"{100 * row['recall@5']:.1f}" for row in chains["recall_by_step"].values()
+        "-" if row.get("recall@5") is None else f"{100 * row['recall@5']:.1f}" for row in chains.recall_by_step.values()
     )
-    failed = f", {ends['failure']} FAILED (chain cut at the failed step)" if ends["failure"] else ""
+    failed = f", {chains.failures} FAILED (chain cut at the failed step)" if chains.failures else ""
     return (
-        f"{name} chains: {chains['mean_retrievals']:.2f} retrievals on average; ended by the stop phrase "
-        f"{ends['stop_phrase']}, at max_steps {ends['max_steps']}{failed}; R@5 by step {curve}"
+        f"{name} chains: {chains.mean_retrievals:.2f} retrievals on average; ended by the stop phrase "
+        f"{ends.get('stop_phrase')}, at max_steps {ends.get('max_steps')}{failed}; R@5 by step {curve}"
     )
 
 
-def format_summary(metrics: dict) -> str:
+def format_summary(record: RunRecord) -> str:
     """The table a user reads at the end of a run (percentages, like the papers)."""
     cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1", "fallbacks", "retrieve s", "read s"]
     pct = lambda v: "-" if v is None else f"{100 * v:.2f}"
+    secs = lambda v: "-" if v is None else f"{v:.2f}"
     rows = []
-    for name, m in metrics["methods"].items():
+    for name, m in record.methods.items():
         rows.append(
             [name]
-            + [pct(m[f"recall@{k}"]) for k in SUMMARY_KS]
-            + [pct(m["em"]), pct(m["f1"]), str(m["fallbacks"]), f"{m['retrieve_s']:.2f}", f"{m['read_s']:.2f}"]
+            + [pct(m.recall.get(k)) for k in SUMMARY_KS]
+            + [pct(m.em), pct(m.f1), str(m.fallbacks), secs(m.retrieve_s), secs(m.read_s)]
         )
     widths = [max(len(x) for x in col) for col in zip(["method"] + cols, *rows)]
     line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     out = [line(["method"] + cols), line(["-" * w for w in widths])] + [line(r) for r in rows]
-    t = metrics["timings"]
-    idx = metrics["index"]
-    for name, m in metrics["methods"].items():
-        vs = m.get("vs_baseline")
-        if vs:
+    idx = record.index
+    for name, m in record.methods.items():
+        if m.vs_baseline:
             parts = [
-                f"Δ{key.replace('recall@', 'R@')} {100 * vs[key]['delta']:+.2f} (p={vs[key]['p_value']:.3f})"
+                f"Δ{key.replace('recall@', 'R@')} {100 * test.delta:+.2f} (p={test.p_value:.3f})"
                 for key in ("recall@2", "recall@5", "em", "f1")
-                if key in vs
+                if (test := m.vs_baseline.get(key))
             ]
-            out.append(f"{name} vs {metrics['baseline']} (paired bootstrap): " + ", ".join(parts))
-    for name, m in metrics["methods"].items():
-        if m.get("ircot"):
-            out.append(ircot_line(name, m["ircot"]))
-        if m.get("recall_undefined"):
-            out.append(f"{name}: recall not defined ({m['recall_undefined']})")
+            out.append(f"{name} vs {record.baseline} (paired bootstrap): " + ", ".join(parts))
+    for name, m in record.methods.items():
+        if m.chains:
+            out.append(ircot_line(name, m.chains))
+        if m.recall_undefined:
+            out.append(f"{name}: recall not defined ({m.recall_undefined})")
     out.append("")
     out.append(
-        f"dataset {metrics['dataset']}: {metrics['n_queries']} queries, {idx['passages']} passages; "
-        f"graph {idx['nodes']} nodes / {idx['edges']} edges ({'cached' if idx['graph_cached'] else 'built'})"
+        f"dataset {record.dataset}: {record.n_queries} queries, {idx.passages} passages; "
+        f"graph {idx.nodes} nodes / {idx.edges} edges ({'cached' if idx.graph_cached else 'built'})"
     )
-    out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in t.items()))
-    out.extend(index_cost_lines(idx.get("cost") or {}))
-    out.extend(cost_line(name, ledger) for name, ledger in (metrics.get("cost") or {}).items())
-    for stage, u in metrics.get("llm_usage", {}).items():
+    out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in record.timings.items()))
+    out.extend(index_cost_lines(idx.cost))
+    out.extend(cost_line(name, ledger) for name in record.methods if (ledger := record.ledger(name)))
+    for stage, u in record.llm_usage.items():
         out.append(
-            f"LLM {stage}: {u['calls']} calls ({u['cache_hits']} cached), {u['input_tokens']} in / "
-            f"{u['output_tokens']} out tokens, {u['seconds']:.1f} s, {u['errors']} failed{_usd(u)}"
-            + (f", {u['unusable']} unusable answers" if u.get("unusable") else "")
+            f"LLM {stage}: {u.calls} calls ({u.cache_hits} cached), {u.input_tokens} in / "
+            f"{u.output_tokens} out tokens, {u.seconds:.1f} s, {u.errors} failed{_usd(u)}"
+            + (f", {u.unusable} unusable answers" if u.unusable else "")
         )
-    out.extend(status_lines(metrics))
+    out.extend(status_lines(record))
     return "\n".join(out)
 
 
-def llm_failures(usage: dict, max_rate: float) -> dict:
+def llm_failures(usage: dict[str, StageUsage], max_rate: float) -> dict[str, StageFailures]:
     """Failed requests per stage, their rate, and whether it is above what the run tolerates."""
     out = {}
     for stage, u in usage.items():
-        if u["errors"]:
-            rate = u["errors"] / max(u["calls"], 1)
-            out[stage] = {"failed": u["errors"], "calls": u["calls"], "rate": rate, "above_max": rate > max_rate}
+        if u.errors:
+            rate = u.errors / max(u.calls, 1)
+            out[stage] = StageFailures(failed=u.errors, calls=u.calls, rate=rate, above_max=rate > max_rate)
     return out
 
 
-def unusable_answers(usage: dict, openie: dict, max_rate: float) -> dict:
-    """Answers that arrived but could not be used, per stage (the filter's, OpenIE's), their share, and whether it
-    is above what the run tolerates: past it the numbers are another method's (dense, or a graph missing passages).
-    """
+def unusable_answers(usage: dict[str, StageUsage], openie, max_rate: float) -> dict[str, StageUnusable]:
+    """Answers that arrived but could not be used, per stage (the filter's, OpenIE's: `openie` is the run's
+    `index.openie.OpenIEStats`), their share, and whether it is above what the run tolerates: past it the
+    numbers are another method's (dense, or a graph missing passages)."""
+    found = {}
+    f = usage.get("filter")
+    if f is not None and f.unusable:
+        found["filter"] = (f.unusable, f.calls - f.errors, "filter answers")
+    if openie.unusable:
+        found["openie"] = (openie.unusable, openie.passages, "passages' OpenIE answers")
     out = {}
-    f = usage.get("filter") or {}
-    answers = f.get("calls", 0) - f.get("errors", 0)
-    if f.get("unusable"):
-        rate = f["unusable"] / max(answers, 1)
-        out["filter"] = {"unusable": f["unusable"], "of": answers, "what": "filter answers", "rate": rate}
-    if openie.get("unusable"):
-        rate = openie["unusable"] / max(openie.get("passages", 0), 1)
-        out["openie"] = {
-            "unusable": openie["unusable"],
-            "of": openie["passages"],
-            "what": "passages' OpenIE answers",
-            "rate": rate,
-        }
-    for v in out.values():
-        v["above_max"] = v["rate"] > max_rate
+    for stage, (unusable, of, what) in found.items():
+        rate = unusable / max(of, 1)
+        out[stage] = StageUnusable(unusable=unusable, of=of, what=what, rate=rate, above_max=rate > max_rate)
     return out
 
 
-def status_lines(metrics: dict) -> list[str]:
+def status_lines(record: RunRecord) -> list[str]:
     """The run's health in words: a degraded run says so, and why, after its table."""
     lines = []
-    failures = metrics.get("llm_failures", {})
-    max_rate = metrics.get("max_llm_error_rate", 0.0)
-    for stage, f in failures.items():
+    for stage, f in record.llm_failures.items():
         words = (
-            f"{f['failed']} of {f['calls']} LLM calls failed in stage {stage} ({100 * f['rate']:.1f} %, "
-            f"max_llm_error_rate {100 * max_rate:.1f} %)"
+            f"{f.failed} of {f.calls} LLM calls failed in stage {stage} ({100 * f.rate:.1f} %, "
+            f"max_llm_error_rate {100 * record.max_llm_error_rate:.1f} %)"
         )
-        lines.append(("DEGRADED: " if f["above_max"] else "warning: ") + words)
-    max_unusable = metrics.get("max_unusable_rate", 0.0)
-    for stage, u in metrics.get("unusable_answers", {}).items():
+        lines.append(("DEGRADED: " if f.above_max else "warning: ") + words)
+    for stage, u in record.unusable_answers.items():
         words = (
-            f"{u['unusable']} of {u['of']} {u['what']} were unusable in stage {stage} ({100 * u['rate']:.1f} %, "
-            f"max_unusable_rate {100 * max_unusable:.1f} %)"
+            f"{u.unusable} of {u.of} {u.what} were unusable in stage {stage} ({100 * u.rate:.1f} %, "
+            f"max_unusable_rate {100 * record.max_unusable_rate:.1f} %)"
         )
-        lines.append(("DEGRADED: " if u["above_max"] else "warning: ") + words)
-    if metrics.get("status") == "degraded":
-        fell_back = {m: v["fallbacks"] for m, v in metrics["methods"].items() if v.get("filter_errors")}
+        lines.append(("DEGRADED: " if u.above_max else "warning: ") + words)
+    if record.degraded:
+        fell_back = {m: v.fallbacks for m, v in record.methods.items() if v.filter_errors}
         lines.append(
             "DEGRADED: these numbers are not what the configuration claims"
             + (
@@ -150,19 +142,13 @@ def status_lines(metrics: dict) -> list[str]:
             )
             + (
                 ". Nothing made from a failed call was cached: fix the LLM and rerun."
-                if any(f["above_max"] for f in failures.values())
+                if any(f.above_max for f in record.llm_failures.values())
                 else ". Unusable answers are cached (a rerun gives them again): change the model or the prompt."
             )
         )
-    gold = metrics.get("dataset_checks", {}).get("gold_missing") or {}
-    if gold.get("passages"):
-        lines.append(
-            f"warning: {gold['passages']} of {gold['of']} gold passages are not in the corpus; they count as misses"
-        )
-    for check in metrics.get("dataset_checks", {}).values():  # duplicates, empty titles, blank, truncated texts
-        if isinstance(check, dict) and check.get("count") and check.get("message"):
-            example = f", e.g. {check['example']}" if check.get("example") else ""
-            lines.append(f"warning: {check['message']}{example}")
-    for note in metrics.get("adjusted", []):
-        lines.append(f"warning: {note}")
+    absent, of = record.gold_missing()
+    if absent:
+        lines.append(f"warning: {absent} of {of} gold passages are not in the corpus; they count as misses")
+    lines.extend(f"warning: {line}" for line in record.dataset_warnings())
+    lines.extend(f"warning: {note}" for note in record.adjusted)
     return lines

@@ -7,11 +7,9 @@ tampered with (a file edited by hand, a copy cut short, a link left behind):
 - a job is a folder directly in the sweep folder holding a `metrics.json`; nothing deeper is walked. A
   symbolic link there that loops, points at the sweep folder or above it, or points nowhere is one line and
   never followed; any other link is read as the folder it leads to;
-- a job's `metrics.json` must be an object with `methods` ({name: {metric: value}}) and `method` among
-  them; every number a report shows (each method's metrics, CI bounds, deltas and p-values, `n_queries`,
-  `index.passages`) must be a finite number or null. The harness never writes Infinity or NaN (a mean of
-  nothing is null), so either is damage, not a result. The dashboard holds a job's per_query.parquet to the
-  same rule (`report.comparison`);
+- a job's `metrics.json` is read and checked by `run.record` (its rule: `methods` with `method` among them,
+  every number a report shows finite or null, a `schema_version` this harness knows). The dashboard holds a
+  job's per_query.parquet to the same rule (`report.comparison`);
 - a damaged job is left out with one line naming its file and the key; the other jobs are still reported
   (the left-out lines at the top of each report), and the command exits 2, so damage is never silent
   (`SweepFolder.left_out`). A folder whose every job is damaged is one error line, exit 2.
@@ -20,10 +18,7 @@ tampered with (a file edited by hand, a copy cut short, a link left behind):
 from __future__ import annotations
 
 import errno
-import json
-import math
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,21 +26,9 @@ import yaml
 
 from hipporag.core import safe_yaml
 from hipporag.core.errors import UserError
-from hipporag.core.rules import is_number
+from hipporag.run.record import METRICS_FILE, DamagedRecordError, RunRecord, read_record
 
-METRICS_FILE = "metrics.json"
-# metrics.json's layout: written by run.experiment, read here. Bump it when a key a reader uses changes meaning
-# or place; a record without `schema_version` was written before it existed (the layout of version 1).
-SCHEMA_VERSION = 1
 MULTIRUN_HINT = "restore the sweep's multirun.yaml, or remove it (the swept knobs are then the overrides that differ)"
-# the keys of a method's metrics a report shows as numbers (besides every number under `ci` / `vs_baseline`)
-METRIC_KEY = re.compile(r"^(recall@\d+|em|f1|n_queries)$")
-
-
-class DamagedRecordError(UserError, ValueError):
-    """A run's record that is not what the harness writes (hand-edited, cut short, a link that loops)."""
-
-    hint = "rerun that job, or move its folder out of the sweep folder"
 
 
 class NoJobsError(UserError, FileNotFoundError):
@@ -57,7 +40,7 @@ class NoJobsError(UserError, FileNotFoundError):
 @dataclass
 class JobRecord:
     folder: Path
-    metrics: dict  # metrics.json, checked (`read_metrics`)
+    record: RunRecord  # metrics.json, checked and typed (`run.record.read_record`)
     overrides: dict[str, str]  # .hydra/overrides.yaml (`job_overrides`)
 
 
@@ -66,97 +49,6 @@ class SweepFolder:
     folder: Path
     jobs: list[JobRecord]
     left_out: list[str] = field(default_factory=list)  # one line per entry that could not be read, and why
-
-
-def _shown(value) -> str:
-    """A JSON value as the file spells it (Infinity, NaN, "0.5"), cut short."""
-    return json.dumps(value, default=str)[:60]
-
-
-def _finite_or_null(value, where: str) -> str | None:
-    """Why `value` is not a number a report can show, or None when it is one (or null)."""
-    if value is None or (is_number(value) and math.isfinite(value)):
-        return None
-    return f"`{where}` is {_shown(value)}, not a finite number"
-
-
-def _non_finite(value, where: str) -> str | None:
-    """The first Infinity or NaN anywhere inside `value`, by its key path."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"`{where}` is {_shown(value)}, not a finite number"
-    if isinstance(value, dict):
-        inner = ((f"{where}.{key}", item) for key, item in value.items())
-    else:
-        inner = ((f"{where}[{i}]", item) for i, item in enumerate(value if isinstance(value, list) else ()))
-    return next(filter(None, (_non_finite(item, path) for path, item in inner)), None)
-
-
-def _method_problems(values, where: str):
-    """Why one method's metrics cannot be reported, each problem by its key path."""
-    if not isinstance(values, dict):
-        yield f"`{where}` is {_shown(values)}, not an object of metrics"
-        return
-    yield _non_finite(values, where)
-    yield from (_finite_or_null(v, f"{where}.{k}") for k, v in values.items() if METRIC_KEY.match(str(k)))
-    for part in ("ci", "vs_baseline"):
-        if not isinstance(values.get(part) or {}, dict):
-            yield f"`{where}.{part}` is {_shown(values[part])}, not an object"
-            return
-    for key, bounds in (values.get("ci") or {}).items():
-        if not (isinstance(bounds, list) and len(bounds) == 2 and all(is_number(b) for b in bounds)):
-            yield f"`{where}.ci.{key}` is {_shown(bounds)}, not two numbers"
-    for key, test in (values.get("vs_baseline") or {}).items():
-        if not (isinstance(test, dict) and all(is_number(test.get(k)) for k in ("delta", "p_value"))):
-            yield f"`{where}.vs_baseline.{key}` is {_shown(test)}, not a delta and a p_value"
-
-
-def metrics_problem(doc) -> str | None:
-    """Why a parsed metrics.json cannot be reported (the first problem, by its key), or None."""
-    if not isinstance(doc, dict):
-        return f"not a JSON object but {type(doc).__name__}"
-    version = doc.get("schema_version", SCHEMA_VERSION)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        return f"`schema_version` is {_shown(version)}, not a schema number"
-    if version > SCHEMA_VERSION:
-        return f"`schema_version` is {version}: written by a newer harness (this one reads up to {SCHEMA_VERSION})"
-    method, methods = doc.get("method"), doc.get("methods")
-    if not isinstance(methods, dict) or not methods:
-        return "no `methods` (each method's metrics)" if methods is None else "`methods` is not an object of methods"
-    if not isinstance(method, str) or method not in methods:
-        return f"`method` is {_shown(method)}, not one of `methods` ({', '.join(map(str, methods))})"
-    if doc.get("baseline") is not None and not isinstance(doc["baseline"], str):
-        return f"`baseline` is {_shown(doc['baseline'])}, not a method name"
-    index = doc.get("index") if isinstance(doc.get("index"), dict) else {}
-    problems = (p for name, values in methods.items() for p in _method_problems(values, f"methods.{name}"))
-    tops = (
-        _finite_or_null(doc.get("n_queries"), "n_queries"),
-        _finite_or_null(index.get("passages"), "index.passages"),
-    )
-    return next(filter(None, (*problems, *tops)), None)
-
-
-def read_metrics(job_dir: Path) -> dict:
-    """A job's metrics.json, checked (`metrics_problem`); a damaged one is a `DamagedRecordError` naming the
-    file and the key."""
-    path = Path(job_dir) / METRICS_FILE
-    try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as e:  # a link that loops or points nowhere, a folder named metrics.json, no permission
-        raise DamagedRecordError(f"{path}: cannot be read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise DamagedRecordError(f"{path}: not UTF-8 text (byte offset {e.start})") from None
-    except (json.JSONDecodeError, RecursionError) as e:
-        why = (
-            f"line {e.lineno}, column {e.colno}: {e.msg}" if isinstance(e, json.JSONDecodeError) else "nested too deep"
-        )
-        raise DamagedRecordError(f"{path}: not valid JSON ({why})") from None
-    try:
-        problem = metrics_problem(doc)
-    except RecursionError:
-        problem = "nested too deep to be a record of the harness"
-    if problem:
-        raise DamagedRecordError(f"{path}: {problem}")
-    return doc
 
 
 def _yaml_why(e: Exception) -> str:
@@ -270,7 +162,7 @@ def _job_dirs(folder: Path) -> tuple[list[Path], list[str]]:
 
 def read_job(job_dir: Path) -> JobRecord:
     """One job's checked record and overrides (`DamagedRecordError` when either is damaged)."""
-    return JobRecord(Path(job_dir), read_metrics(job_dir), job_overrides(Path(job_dir)))
+    return JobRecord(Path(job_dir), read_record(job_dir), job_overrides(Path(job_dir)))
 
 
 def read_sweep(folder: Path) -> SweepFolder:

@@ -30,6 +30,7 @@ from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, is_number, number, text
 from hipporag.eval.paired import pair_records
 from hipporag.run.ledger import headline
+from hipporag.run.record import METRICS_FILE, RECORDS_FILE, RunRecord
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def redacted_frame(records: list[dict]) -> pd.DataFrame:
     return frame
 
 
-def write_run_files(run_dir: Path, metrics: dict, records: list[dict], resolved_config: str) -> None:
+def write_run_files(run_dir: Path, record: RunRecord, records: list[dict], resolved_config: str) -> None:
     """metrics.json last, and atomically: a run folder whose metrics.json says "ok" has every other file whole
     (a failure while writing per_query.parquet leaves no metrics.json at all, never an "ok" beside nothing).
     Every file is written redacted (`core.redact`)."""
@@ -74,8 +75,9 @@ def write_run_files(run_dir: Path, metrics: dict, records: list[dict], resolved_
             frame[col] = frame[col].map(json.dumps)
     buffer = io.BytesIO()
     frame.to_parquet(buffer, index=False)
-    _write_run_file(run_dir / "per_query.parquet", buffer.getvalue())
-    _write_run_file(run_dir / "metrics.json", json.dumps(redact_obj(metrics), indent=2, default=float).encode())
+    _write_run_file(run_dir / RECORDS_FILE, buffer.getvalue())
+    metrics = json.dumps(redact_obj(record.to_json()), indent=2, default=float)
+    _write_run_file(run_dir / METRICS_FILE, metrics.encode())
 
 
 def _write_run_file(path: Path, data: bytes) -> None:
@@ -89,30 +91,26 @@ def _write_run_file(path: Path, data: bytes) -> None:
         raise OSError(e.errno, e.strerror, str(path)) from e
 
 
-def uniform_keys(metrics: dict) -> dict:
+def uniform_keys(record: RunRecord) -> dict:
     """The same summary keys in every run, whatever its method, so one W&B panel compares any method with
     the baseline: `main/<metric>`, `baseline/<metric>`, `delta/<metric>`, `p_value/<metric>` and the 95 % CI
     bounds `main_ci_lo|hi/<metric>`, `baseline_ci_lo|hi/<metric>`. A method that is its own baseline has
     delta 0 and p-value 1; a run without a baseline has only the main keys."""
-    main, baseline = metrics["method"], metrics.get("baseline")
-    out = {"main_method": main, "baseline_method": baseline or ""}
-    sides = {"main": metrics["methods"].get(main) or {}}
-    if baseline is not None and baseline in metrics["methods"]:
-        sides["baseline"] = metrics["methods"][baseline]
+    main, baseline = record.main, record.baseline_record
+    out = {"main_method": record.method, "baseline_method": record.baseline or ""}
+    sides = {"main": main} if baseline is None else {"main": main, "baseline": baseline}
     for side, values in sides.items():
-        for k, v in values.items():
-            if is_number(v) and not k.endswith("_s"):
-                out[f"{side}/{k}"] = v
-        for k, bounds in (values.get("ci") or {}).items():
-            if isinstance(bounds, list | tuple) and len(bounds) == 2:
-                out[f"{side}_ci_lo/{k}"], out[f"{side}_ci_hi/{k}"] = bounds
-    if "baseline" in sides:
-        if main == baseline:
-            for k, v in sides["main"].items():
-                if k in (sides["main"].get("ci") or {}) and is_number(v):
+        out.update({f"{side}/{k}": v for k, v in values.numbers().items() if not k.endswith("_s")})
+        for k, (lo, hi) in values.ci.items():
+            out[f"{side}_ci_lo/{k}"], out[f"{side}_ci_hi/{k}"] = lo, hi
+    if baseline is not None:
+        if record.method == record.baseline:
+            numbers = main.numbers()
+            for k in main.ci:
+                if k in numbers:
                     out[f"delta/{k}"], out[f"p_value/{k}"] = 0.0, 1.0
-        for k, test in (sides["main"].get("vs_baseline") or {}).items():
-            out[f"delta/{k}"], out[f"p_value/{k}"] = test["delta"], test["p_value"]
+        for k, test in main.vs_baseline.items():
+            out[f"delta/{k}"], out[f"p_value/{k}"] = test.delta, test.p_value
     return out
 
 
@@ -250,9 +248,9 @@ class WandbTracker:
         if self.results is not None:
             self._send(*self.results)
 
-    def log_results(self, metrics: dict, records: list[dict]) -> None:
+    def log_results(self, record: RunRecord, records: list[dict]) -> None:
         """The summary and the per-query tables, kept as well as sent: an offline copy made later gets them too."""
-        self.results = (wandb_summary(metrics), per_query_tables(metrics, records))
+        self.results = (wandb_summary(record), per_query_tables(record, records))
         try:
             self._send(*self.results)
         except Exception as e:  # from W&B: what the harness computes is computed above
@@ -290,43 +288,43 @@ class WandbTracker:
         self.run.log({name: wandb.Table(dataframe=frame) for name, frame in tables.items()})
 
 
-def wandb_summary(metrics: dict) -> dict:
+def wandb_summary(record: RunRecord) -> dict:
     """Every number of the run as a W&B summary key: per method (CIs, the paired test, IRCoT chains), the uniform
     keys, status, timings, LLM usage, index cost, each method's cost ledger."""
     summary = {}
-    for method, values in metrics["methods"].items():
-        flat = flatten(
-            {
-                k: ({"lo": v[0], "hi": v[1]} if isinstance(v, list) and len(v) == 2 else v)
-                for k, v in (values.get("ci") or {}).items()
-            },
-            "ci/",
-        )
-        flat.update(flatten(values.get("vs_baseline") or {}, "vs_baseline/"))
-        flat.update(flatten(values.get("ircot") or {}, "ircot/"))  # chains: recall after each step, endings
-        flat.update({k: v for k, v in values.items() if k not in ("ci", "vs_baseline", "ircot")})
+    for method, values in record.methods.items():
+        flat = {f"ci/{k}/lo": lo for k, (lo, _) in values.ci.items()}
+        flat.update({f"ci/{k}/hi": hi for k, (_, hi) in values.ci.items()})
+        for k, test in values.vs_baseline.items():
+            flat[f"vs_baseline/{k}/delta"], flat[f"vs_baseline/{k}/p_value"] = test.delta, test.p_value
+        if values.chains:  # chains: recall after each step, endings
+            flat.update(flatten(values.chains.to_json(), "ircot/"))
+        flat.update(values.numbers())
         for k, v in flat.items():
             if is_number(v):
                 summary[f"{method}/{k.replace('.', '/')}"] = v
-    summary.update(uniform_keys(metrics))
-    summary["status"] = metrics.get("status", "ok")
-    summary.update({f"timing/{k}": v for k, v in metrics.get("timings", {}).items()})
-    for stage, usage in metrics.get("llm_usage", {}).items():
-        summary.update({f"llm/{stage}/{k}": v for k, v in usage.items()})
-    cost = (metrics.get("index") or {}).get("cost") or {}
+    summary.update(uniform_keys(record))
+    summary["status"] = record.status
+    summary.update({f"timing/{k}": v for k, v in record.timings.items()})
+    for stage, usage in record.llm_usage.items():
+        summary.update({f"llm/{stage}/{k}": v for k, v in usage.to_json().items()})
+    cost = record.index.cost
     summary.update({f"index/cost/{k.replace('.', '/')}": v for k, v in flatten(cost).items() if is_number(v)})
     summary["index/built"] = cost.get("built", "")
-    summary.update(cost_keys(metrics))
+    summary.update(cost_keys(record))
     return summary
 
 
-def cost_keys(metrics: dict) -> dict:
+def cost_keys(record: RunRecord) -> dict:
     """The cost ledger in W&B: every method's headline figures (`cost/<method>/<figure>`, as made) and the same
     under uniform keys, `main_cost/<figure>` and `baseline_cost/<figure>`, so that one panel plots any method's
     quality against its cost; the whole ledger is flattened under `ledger/<method>/...`."""
     out = {}
-    sides = {"main": metrics.get("method"), "baseline": metrics.get("baseline")}
-    for method, ledger in (metrics.get("cost") or {}).items():
+    sides = {"main": record.method, "baseline": record.baseline}
+    for method in record.cost:
+        ledger = record.ledger(method)
+        if ledger is None:  # a ledger of another schema: its figures are not read
+            continue
         figures = {k: v for k, v in headline(ledger).items() if v is not None}  # None: not recorded
         out.update({f"cost/{method}/{k}": v for k, v in figures.items()})
         for side, name in sides.items():
@@ -336,7 +334,7 @@ def cost_keys(metrics: dict) -> dict:
     return out
 
 
-def per_query_tables(metrics: dict, records: list[dict]) -> dict[str, pd.DataFrame]:
+def per_query_tables(record: RunRecord, records: list[dict]) -> dict[str, pd.DataFrame]:
     """The per-query table (redacted) and each query beside its baseline, as frames W&B tables take."""
     frame = redacted_frame(records)
     keep = [
@@ -345,7 +343,7 @@ def per_query_tables(metrics: dict, records: list[dict]) -> dict[str, pd.DataFra
         if c in ("method", "query_id", "question", "answer", "em", "f1", "fallback", "ircot_end", "ircot_retrievals")
         or c.startswith("recall@")
     ]
-    pairs = pair_records(frame, metrics["method"], metrics.get("baseline"))
+    pairs = pair_records(frame, record.method, record.baseline)
     return {
         "per_query": frame[keep].astype({"question": str, "answer": str}),
         "per_query_vs_baseline": pairs.astype({"question": str}),
