@@ -19,6 +19,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -35,7 +36,8 @@ log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------- SQLite stores
-_SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_NOTADB = 8, 11, 26
+_SQLITE_BUSY, _SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_NOTADB = 5, 8, 11, 26
+WAL_SWITCH_TIMEOUT_S = 600.0  # as long as a connection waits for a lock (`sqlite3.connect(timeout=)`)
 _quick_checked: set[str] = set()  # stores checked by this process (a full-file read: once is enough)
 _quick_checked_lock = threading.Lock()
 
@@ -50,6 +52,28 @@ def _is_damage(e: Exception, path: Path) -> bool:
     if code == _SQLITE_READONLY:  # a garbled header's write-version byte makes a writable file read-only
         return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
     return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
+def _use_wal(conn: sqlite3.Connection, timeout_s: float = WAL_SWITCH_TIMEOUT_S) -> None:
+    """The file in WAL mode (a property of the file: switched once, by whichever connection comes first).
+
+    Why not just the pragma: switching needs an exclusive lock, and when several connections open the same
+    fresh file at once (a run's threads, sweep jobs on one host) SQLite answers one of them "database is locked"
+    at once, without waiting, to avoid a deadlock. That connection's thread then died with its work unstored.
+    So: retried until the file is in WAL mode, by this connection or another."""
+    deadline = time.monotonic() + timeout_s
+    delay = 0.002
+    while True:
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            busy = (getattr(e, "sqlite_errorcode", None) or 0) & 0xFF == _SQLITE_BUSY
+            if not busy or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, 0.1)
 
 
 class KeyValueStore:
@@ -105,7 +129,7 @@ class KeyValueStore:
             if created:
                 self._share(self.path)
             self._inode = os.stat(self.path).st_ino
-            conn.execute("PRAGMA journal_mode=WAL")
+            _use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             if not self._ready:
                 self._prepare(conn)
