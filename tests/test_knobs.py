@@ -112,6 +112,26 @@ def test_every_registered_method_caches_by_exactly_the_knobs_it_declares(tmp_pat
             assert changed == (knob in declared), (method, knob)
 
 
+def test_a_knob_enters_a_key_only_under_the_settings_that_read_it():
+    """`key_when`: v1's PPR knobs only under graph_walk=ppr, its hop count only under graph_walk=neighbors, the
+    ColBERT checkpoint only for a method that scores with it; a sweep over any other reuses the ranking."""
+    key = lambda method, **values: ranking_key("k", method, values, ["q"])
+    for walk, knob, read in [
+        ("ppr", "damping", True),
+        ("query_nodes", "damping", False),
+        ("neighbors", "ppr_engine", False),
+        ("neighbors", "neighbor_hops", True),
+        ("ppr", "neighbor_hops", False),
+    ]:
+        changed = key("hipporag", graph_walk=walk, **{knob: 1}) != key("hipporag", graph_walk=walk, **{knob: 2})
+        assert changed == read, (walk, knob)
+    for method, option in [("hipporag", "linker"), ("raptor", "retriever"), ("proposition", "retriever")]:
+        for choice, read in [("colbertv2", True), ("embedder", False), ("contriever", False)]:
+            opts = {"method_options": {option: choice}}
+            changed = key(method, **opts, colbert_model="a") != key(method, **opts, colbert_model="b")
+            assert changed == read, (method, choice)
+
+
 def test_llm_settings_enter_a_hipporag2_key_only_when_the_filter_uses_the_llm():
     off = {"filter": "none", "llm": {"identity": "a"}, "filter_max_new_tokens": 128}
     assert ranking_key("k", "hipporag2", off, ["q"]) == ranking_key(

@@ -38,6 +38,8 @@ VARIANTS = {
         (),
         ("method.ner=llm",),
         ("method.linker=colbertv2", "colbert_model={tiny_colbert}"),
+        ("graph_walk=query_nodes",),  # v1's alternatives to PPR: their keys leave PPR's knobs out
+        ("graph_walk=neighbors", "neighbor_hops=2"),
     ],
     "colbertv2": [("colbert_model={tiny_colbert}",)],
     "proposition": [

@@ -59,8 +59,13 @@ def key_values(knobs, method: Configured, llm, embedder, prompts=None) -> dict:
 
 def _own_names(spec, values: dict) -> list[str]:
     """A method's own key names under these values: its `cache_knobs`, less the LLM's while it does not use the
-    LLM (it shapes a ranking only through the filter, query NER, RAPTOR, IRCoT)."""
-    return [k for k in spec.cache_knobs if spec.uses_llm(values) or k not in LLM_KNOBS]
+    LLM (it shapes a ranking only through the filter, query NER, RAPTOR, IRCoT), less those its `key_when`
+    rules say these settings do not read."""
+    return [
+        k
+        for k in spec.cache_knobs
+        if (spec.uses_llm(values) or k not in LLM_KNOBS) and (k not in spec.key_when or spec.key_when[k](values))
+    ]
 
 
 def _base(spec, values: dict) -> tuple[str, dict] | None:

@@ -14,6 +14,10 @@ What a method declares, and who reads it:
   for every method with options), `"llm"` the LLM's identity and decoding, `"<role>_messages"` a prompt-set
   role's digest, `"query_instructions"` the embedder's query instructions. What a method reads is recorded
   as it runs (`retrieval.reads`), and a ranking that read anything outside its key is never stored.
+- `key_when`: for a knob of `cache_knobs` that only some settings read, when it does ({knob: rule on the key
+  values}, `knob_is` / `option_is`): otherwise it is left out of the key, so a sweep over it reuses the ranking
+  (v1's `damping` under `graph_walk=query_nodes`, `colbert_model` while the method scores with the embedder).
+  The recorded reads keep the rule honest: a ranking that read a knob its key left out is never stored.
 - `uses_llm(values)`: whether the LLM shapes its ranking under these key values (then the LLM, its
   settings and `LLM_KNOBS` enter the ranking key; otherwise they are dropped, so a swap of reader LLM
   reuses it).
@@ -67,6 +71,16 @@ def _no_roles(options) -> tuple[str, ...]:
     return ()
 
 
+def knob_is(knob: str, value) -> Callable[[dict], bool]:
+    """A `key_when` rule: the knob `knob` has `value` (in the key values a ranking key is made of)."""
+    return lambda values: values.get(knob) == value
+
+
+def option_is(option: str, value) -> Callable[[dict], bool]:
+    """A `key_when` rule: the method's option `option` (its `method.` config group) has `value`."""
+    return lambda values: (values.get("method_options") or {}).get(option) == value
+
+
 @dataclass(frozen=True)
 class MethodSpec(Part):
     """A method's registry entry: its class (built with its options, or bare when it has none) and what
@@ -74,6 +88,7 @@ class MethodSpec(Part):
 
     cls: type | None = None
     cache_knobs: tuple[str, ...] = ()
+    key_when: Mapping[str, Callable[[dict], bool]] = field(default_factory=dict)
     uses_llm: Callable[[dict], bool] = field(default=_never)
     setting_fields: tuple[str, ...] = ("retriever",)
     llm_role: str | None = None
@@ -107,6 +122,7 @@ def register_method(
     name: str,
     *,
     cache_knobs: tuple[str, ...] = (),
+    key_when: Mapping[str, Callable[[dict], bool]] | None = None,
     uses_llm: Callable[[dict], bool] | None = None,
     options: type | None = None,
     setting_fields: tuple[str, ...] = ("retriever",),
@@ -130,6 +146,8 @@ def register_method(
             return cls
         if set(cache_knobs) & set(LLM_KNOBS) and uses_llm is None:
             raise ValueError(f"method {name!r} declares LLM knobs but no uses_llm rule")
+        if set(key_when or ()) - set(cache_knobs):
+            raise ValueError(f"method {name!r}: a key_when rule for a knob outside its cache_knobs")
         knobs = tuple(cache_knobs)
         if options is not None and "method_options" not in knobs:
             knobs += ("method_options",)  # its options reach it through its constructor: always in its key
@@ -139,6 +157,7 @@ def register_method(
             options=options,
             cls=cls,
             cache_knobs=knobs,
+            key_when=dict(key_when or {}),
             uses_llm=uses_llm or _never,
             setting_fields=tuple(setting_fields),
             llm_role=llm_role,
