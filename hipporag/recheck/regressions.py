@@ -43,6 +43,7 @@ from hipporag.run.override_rules import (
     user_values,
 )
 from hipporag.run.provenance import recorded_code, recorded_machine, recorded_packages
+from hipporag.run.record import COUNTS as METHOD_COUNTS
 from hipporag.run.record import RunRecord
 from hipporag.run.tracking import flatten
 
@@ -52,7 +53,7 @@ DEFAULT_TOLERANCE = 0.001
 INPUT_KEYED = ("embeddings", "openie", "llm", "locks", "provenance")
 CACHE_MODES = ("inputs", "cold", "warm")
 KEYS = ("description", "fast", "needs", "overrides", "tolerance", "expected", "recorded_from")
-COUNTS = ("n_queries", "fallbacks", "ties_at_linking_cut", "filter_errors", "reader_errors")
+COUNTS = ("n_queries", *METHOD_COUNTS)  # the counts a regression compares: the record's, and its questions
 CREDENTIAL_HINT = (
     "a regression file never chooses where an API key goes: give it on the command line, "
     "--set llm.base_url=http://HOST:PORT/v1 (and --set llm.api_key_env=VAR)"
