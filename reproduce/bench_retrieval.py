@@ -47,17 +47,52 @@ def memory_bandwidth_gbs(size_mb: int = 512, repeats: int = 5) -> float:
     return 2 * a.nbytes / best / 1e9
 
 
-def bound(result: dict, T: TransitionMatrix, bandwidth_gbs: float) -> dict:
-    """Bytes one iteration must move at least, for the engine's algorithm at its measured iteration counts:
-    the CSR matrix once (values, int32 column indices and row pointers) and four N × block passes of a
-    fully fused Chebyshev step (read x_{k-1}, x_{k-2} and b, write x_k), float32 or float64 bytes as each
-    block's iterations ran."""
-    blocks = result["_run"]["blocks"]
+def device_bandwidth_gbs(device: str, size_mb: int = 2048, repeats: int = 10) -> float:
+    """Sustained device-to-device copy bandwidth (read + write bytes per second), best of a few torch copies."""
+    import torch
+
+    a = torch.ones(size_mb * 2**20 // 4, device=device)
+    b = torch.empty_like(a)
+    best = float("inf")
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        b.copy_(a)
+        torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return 2 * a.numel() * 4 / best / 1e9
+
+
+def moved_bytes(blocks: list[dict], T: TransitionMatrix) -> int:
+    """Bytes a fully fused Chebyshev step must move, summed over the iterations each block ran."""
     total = 0
     for blk in blocks:
         for item, iters in ((4, blk["float32_iterations"]), (8, blk["iterations"] - blk["float32_iterations"])):
             csr = T.matrix.nnz * (item + 4) + (T.n + 1) * 4
             total += iters * (csr + 4 * T.n * blk["queries"] * item)
+    return total
+
+
+def bound(result: dict, T: TransitionMatrix, bandwidth_gbs: float, device_bandwidth: float | None = None) -> dict:
+    """Bytes one iteration must move at least, for the engine's algorithm at its measured iteration counts:
+    the CSR matrix once (values, int32 column indices and row pointers) and four N × block passes of a
+    fully fused Chebyshev step (read x_{k-1}, x_{k-2} and b, write x_k), float32 or float64 bytes as each
+    block's iterations ran. With a GPU run and its measured copy bandwidth, the same for the GPU."""
+    blocks = result["_run"]["blocks"]
+    gpu = {}
+    if device_bandwidth and "_gpu_run" in result:
+        gpu_bytes = moved_bytes(result["_gpu_run"]["blocks"], T)
+        gpu = {
+            "gpu_bytes": gpu_bytes,
+            "gpu_bound_s": gpu_bytes / (device_bandwidth * 1e9),
+            "gpu_measured_s": result["batched_gpu_s"],
+            "gpu_block": result["_gpu_run"]["block"],
+            **{
+                f"gpu_{k}": v
+                for k, v in step_times(T, result["_gpu_run"]["block"], device_bandwidth, device="cuda").items()
+            },
+        }
+    total = moved_bytes(blocks, T)
     seconds = total / (bandwidth_gbs * 1e9)
     iterations = [blk["iterations"] for blk in blocks]
     float64_tail = [blk["iterations"] - blk["float32_iterations"] for blk in blocks]
@@ -70,10 +105,13 @@ def bound(result: dict, T: TransitionMatrix, bandwidth_gbs: float) -> dict:
         "float64_tail": float64_tail,
         "block": result["_run"]["block"],
         **step_times(T, result["_run"]["block"], bandwidth_gbs),
+        **gpu,
     }
 
 
-def step_times(T: TransitionMatrix, width: int, bandwidth_gbs: float, damping: float = 0.5, repeats: int = 7) -> dict:
+def step_times(
+    T: TransitionMatrix, width: int, bandwidth_gbs: float, damping: float = 0.5, repeats: int = 7, device: str = "cpu"
+) -> dict:
     """Where a step's time goes: the engine's Chebyshev step (one sparse product, float32) on this graph
     in the engine's node order (RCM), in the graph's own order and in a random order; the same step on a
     banded matrix with as many non-zeros per row (neighbours adjacent in memory, so the gathered rows of
@@ -84,13 +122,17 @@ def step_times(T: TransitionMatrix, width: int, bandwidth_gbs: float, damping: f
     def step_seconds(matrix: sp.csr_matrix) -> float:
         n = matrix.shape[0]
         A = TransitionMatrix(matrix=matrix, scale=np.ones(n), order=np.arange(n)).augmented_on(
-            "cpu", torch.float32, damping
+            device, torch.float32, damping
         )
-        stacked, out = torch.rand(2 * n, width), torch.rand(n, width)
+        stacked, out = torch.rand(2 * n, width, device=device), torch.rand(n, width, device=device)
+        sync = torch.cuda.synchronize if device.startswith("cuda") else lambda: None
+        out.addmm_(A, stacked, beta=-0.1, alpha=0.55)  # warm-up (kernels, cuSPARSE handles)
         times = []
         for _ in range(repeats):
+            sync()
             t0 = time.perf_counter()
             out.addmm_(A, stacked, beta=-0.1, alpha=0.55)
+            sync()
             times.append(time.perf_counter() - t0)
         return float(np.median(times))
 
@@ -281,7 +323,7 @@ def compare(name: str, graph, resets, n_ent: int, sample: int | None, device: st
 
         batched_ppr(T, resets.rows(range(8)), damping=0.5, device=device)  # warm-up
         torch.cuda.synchronize()
-        gpu, out["batched_gpu_s"], _ = run_batched(T, resets, passages, device=device)
+        gpu, out["batched_gpu_s"], out["_gpu_run"] = run_batched(T, resets, passages, device=device)
         out["speedup_gpu"] = t_igraph / out["batched_gpu_s"]
         out["max_abs_diff_gpu"] = float(np.abs(gpu[rows] - ref).max())
     out["peak_rss_gib"] = peak_rss_gib()
@@ -333,6 +375,8 @@ def main() -> None:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else None
+    elif device in ("none", "cpu"):
+        device = None  # the CPU column is always there
     results = []
     if not args.skip_musique:
         data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
@@ -352,9 +396,11 @@ def main() -> None:
     text = table(results)
     print(text)
     bandwidth = memory_bandwidth_gbs()  # after the cases: its buffers must not count in their peak RSS
+    gpu_bandwidth = device_bandwidth_gbs(device) if device and device != "cpu" else None
     for r in results:
-        r["bound"] = bound(r, r.pop("_T"), bandwidth)
+        r["bound"] = bound(r, r.pop("_T"), bandwidth, gpu_bandwidth)
         r.pop("_run")
+        r.pop("_gpu_run", None)
     bound_lines = [
         f"Measured copy bandwidth on this machine: {bandwidth:.1f} GB/s (numpy, read + write).",
         "",
@@ -375,6 +421,28 @@ def main() -> None:
             )
             + " |"
         )
+    if gpu_bandwidth:
+        bound_lines += [
+            "",
+            f"On the GPU ({device}): measured copy bandwidth {gpu_bandwidth:.0f} GB/s (torch, read + write).",
+            "",
+            "| case | block | bytes moved (GB) | bound (s) | measured (s) | measured / bound | one step (ms): bound / "
+            "engine (RCM order) / graph's own order / random order / banded, same non-zeros |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in results:
+            b = r["bound"]
+            if "gpu_bound_s" not in b:
+                continue
+            bound_lines.append(
+                f"| {r['case']} | {b['gpu_block']} | {b['gpu_bytes'] / 1e9:.1f} | {b['gpu_bound_s']:.4f} | "
+                f"{b['gpu_measured_s']:.4f} | {b['gpu_measured_s'] / b['gpu_bound_s']:.1f}× | "
+                + " / ".join(
+                    f"{1e3 * b['gpu_' + key]:.2f}"
+                    for key in ("step_bound_s", "step_s", "own_order_step_s", "random_order_step_s", "banded_step_s")
+                )
+                + " |"
+            )
     bound_text = "\n".join(bound_lines)
     print(bound_text)
     if args.json:

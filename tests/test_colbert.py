@@ -90,7 +90,7 @@ def test_maxsim_equals_a_brute_force_loop_and_colbert_ais_scorer_to_1e_5(encoder
         assert np.abs(scores[i] - theirs.numpy()).max() < 1e-5
     # held in blocks of a few texts, whatever the corpus: the same scores
     monkeypatch.setattr(colbert, "SCORE_CELLS", 3 * q.shape[0] * q.shape[1] * 40)
-    assert np.abs(maxsim(q, docs) - scores).max() < 1e-6
+    assert np.abs(maxsim(q, docs) - scores).max() < 1e-5  # float32 sums of ~30 terms: 1e-6 is one ulp
 
 
 def test_token_vectors_are_cached_by_encoder_and_texts(encoder, corpus, tmp_path):

@@ -171,7 +171,10 @@ class ColBERTv2:
         """The texts' kept token vectors (colbert-ai drops punctuation and padding), packed."""
         if not texts:
             return TokenVectors.packed(np.zeros((0, self.config.dim), dtype=np.float32), [])
-        d, lengths = self.checkpoint.docFromText(list(texts), bsize=DOC_BATCH, keep_dims="flatten", to_cpu=True)
+        # to_cpu=False: colbert-ai 0.2.22 with to_cpu=True moves the vectors to the CPU but leaves the padding
+        # mask on the GPU, and indexing one with the other fails on CUDA (seen on an H200, torch 2.11); it
+        # moves the kept vectors to the CPU itself after masking, so the result is the same on either device.
+        d, lengths = self.checkpoint.docFromText(list(texts), bsize=DOC_BATCH, keep_dims="flatten", to_cpu=False)
         return TokenVectors.packed(d.float().numpy(), lengths)
 
 
