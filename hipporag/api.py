@@ -264,12 +264,44 @@ class Corpus:
         llm = self._llm(self.settings)
         self.embedder = build_embedder(self.settings.embedder)
         self.embedder.check_weights()
-        extractor = build_extractor(self.settings.extractor, llm, self.settings.prompts)
-        self.index, self.report = build_index(passages, extractor, self.embedder, knobs, self.cache_dir)
+        self.extractor = build_extractor(self.settings.extractor, llm, self.settings.prompts)
+        self.index, self.report = build_index(passages, self.extractor, self.embedder, knobs, self.cache_dir)
+        self._memory = None
 
     @property
     def passages(self) -> list[str]:
         return self.index.passages
+
+    @property
+    def ids(self) -> list[str]:
+        """Each passage's id (the official `chunk-<md5 of the text>`), what `delete` takes."""
+        from hipporag.core.textnorm import passage_id
+
+        return [passage_id(p) for p in self.passages]
+
+    def insert(self, passages: Sequence[str]):
+        """Add passages without rebuilding (`index.memory`): OpenIE, embeddings and synonymy for what is new
+        only, through the same caches; the index is then the one a `Corpus` of all the passages would build.
+        A passage already present is skipped and counted; returns the step's `StepReport` (what it did, what
+        each part cost)."""
+        return self._step(lambda memory: memory.insert(_texts(passages, "passages", allow_empty=True)))
+
+    def delete(self, ids: Sequence[str]):
+        """Remove passages by id (`ids`); an unknown id is one `DatasetError` line and nothing changes."""
+        if isinstance(ids, str):
+            ids = [ids]
+        return self._step(lambda memory: memory.delete(list(ids)))
+
+    def _step(self, change):
+        from hipporag.index.memory import Memory
+
+        if self._memory is None:  # the first change: the memory takes the built index's passages (all cached)
+            memory = Memory(self.extractor, self.embedder, self.settings.knobs, self.cache_dir)
+            memory.insert(self.passages)
+            self._memory = memory
+        report = change(self._memory)
+        self.index = self._memory.index()
+        return report
 
     def _llm(self, settings):
         from hipporag.llm.backends import build_llm
@@ -366,11 +398,11 @@ def _queries(questions: Sequence[str]) -> list:
     return [Query(id=f"q{i}", question=q, gold_answers=[], has_gold=False) for i, q in enumerate(questions)]
 
 
-def _texts(items: Sequence[str], what: str) -> list[str]:
+def _texts(items: Sequence[str], what: str, allow_empty: bool = False) -> list[str]:
     from hipporag.core.errors import DatasetError
 
     items = [items] if isinstance(items, str) else list(items)
-    if not items:
+    if not items and not allow_empty:
         raise DatasetError(f"no {what} given")
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item.strip():

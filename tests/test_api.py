@@ -132,3 +132,27 @@ def test_a_corpus_answers_with_the_reader_and_the_answers_are_cached(tmp_path):
     assert [a.response for a in again] == [r.response]
     [llm] = reopened._llms.values()
     assert llm.usage["reader/dense"].cache_hits == 1  # the response cache answered: not asked again
+
+
+def test_a_corpus_grows_and_forgets_and_retrieves_as_a_corpus_built_at_once(tmp_path, settings):
+    """`Corpus.insert` and `Corpus.delete`: the index after them is the one a `Corpus` of the remaining passages
+    builds (same key, same rankings, same cache), and only the new passages are extracted and embedded."""
+    from hipporag.data.sources import load_dataset
+
+    cache = f"cache_dir={tmp_path / 'cache'}"
+    dataset = load_dataset(settings().dataset)
+    passages, questions = dataset.passage_texts(), [q.question for q in dataset.queries][:5]
+    corpus = hipporag.Corpus(passages[:30], cache)
+    step = corpus.insert(passages[30:])
+    assert step.inserted == len(passages) - 30 and step.spend["passage_vectors"].texts_embedded == step.inserted
+    gone = corpus.ids[3:6]
+    assert corpus.delete(gone).deleted == 3 and not set(gone) & set(corpus.ids)
+    with pytest.raises(DatasetError, match="1 of 1 ids are not in the index"):
+        corpus.delete(gone[0])
+    kept = [p for p in passages if passage_id(p) not in set(gone)]
+    at_once = hipporag.Corpus(kept, f"cache_dir={tmp_path / 'other'}")  # its own cache: nothing shared but the key
+    assert corpus.passages == kept and corpus.index.key == at_once.index.key
+    for method in ("hipporag2", "bm25"):
+        mine, theirs = corpus.retrieve(questions, f"method={method}"), at_once.retrieve(questions, f"method={method}")
+        assert [r.passages for r in mine] == [r.passages for r in theirs]
+    assert corpus.insert([passages[0]]).skipped_duplicates == 1

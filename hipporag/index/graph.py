@@ -86,7 +86,6 @@ def build_graph(
     Undirected by default, as the official code walks it; `directed=True` keeps each stored pair as one
     directed edge (entity links both ways, passage -> entity one way). `synonymy`: the entity pairs and
     cosines to add (from `SynonymyStore.pairs` or `synonymy_neighbours`); None or {} for no synonymy edges."""
-    n_ent = len(inputs.entities)
     ent_index = {e: i for i, e in enumerate(inputs.entities)}
     weights: dict[tuple[int, int], float] = {}
     for triples in inputs.chunk_triples:
@@ -94,10 +93,29 @@ def build_graph(
             a, b = ent_index[s], ent_index[o]
             weights[(a, b)] = weights.get((a, b), 0.0) + 1.0
             weights[(b, a)] = weights.get((b, a), 0.0) + 1.0
+    passage_entities = [[ent_index[e] for e in ents] for ents in inputs.chunk_entities]
+    return assemble_graph(inputs.entities, passages, len(inputs.facts), weights, passage_entities, synonymy, directed)
+
+
+def assemble_graph(
+    entities: list[str],
+    passages: list[str],
+    n_facts: int,
+    fact_weights: dict[tuple[int, int], float],
+    passage_entities: list[list[int]],
+    synonymy: dict[tuple[int, int], float] | None,
+    directed: bool,
+) -> tuple[ig.Graph, GraphStats]:
+    """The graph from its parts, by node index: fact pair counts (both directions), each passage's entities
+    (an edge of weight 1.0 each), synonymy cosines (replacing the fact count of that direction). Shared by the
+    one-shot build and `index.memory`, which keeps the fact counts up to date by passage instead.
+    `fact_weights` becomes the graph's weight map: the caller hands it over."""
+    n_ent = len(entities)
+    weights = fact_weights
     fact_pairs = len(weights)
-    for p, ents in enumerate(inputs.chunk_entities):
+    for p, ents in enumerate(passage_entities):
         for e in ents:
-            weights[(n_ent + p, ent_index[e])] = 1.0
+            weights[(n_ent + p, e)] = 1.0
     passage_pairs = len(weights) - fact_pairs
     syn = synonymy or {}
     weights.update(syn)
@@ -105,17 +123,17 @@ def build_graph(
     edges = [(a, b) for (a, b) in weights if a != b]
     g = ig.Graph(n=n_ent + len(passages), edges=edges, directed=directed)
     g.es["weight"] = [weights[e] for e in edges]
-    g.vs["name"] = [entity_id(e) for e in inputs.entities] + [passage_id(p) for p in passages]
-    g.vs["content"] = list(inputs.entities) + list(passages)
+    g.vs["name"] = [entity_id(e) for e in entities] + [passage_id(p) for p in passages]
+    g.vs["content"] = list(entities) + list(passages)
     stats = GraphStats(
         entity_nodes=n_ent,
         passage_nodes=len(passages),
         edges=g.ecount(),
-        fact_triples=len(inputs.facts),
+        fact_triples=n_facts,
         fact_pairs=fact_pairs,
         passage_pairs=passage_pairs,
         synonymy_pairs=len(syn),
-        official_synonymy_triples=len(weights) - len(inputs.facts) - passage_pairs,
+        official_synonymy_triples=len(weights) - n_facts - passage_pairs,
         self_loops=len(weights) - len(edges),
     )
     log.info(

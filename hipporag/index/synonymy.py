@@ -42,22 +42,30 @@ def neighbour_lists_full(
     return out
 
 
+def kept_synonyms(own, neighbours: list[tuple], topk: int, name=lambda key: key) -> list[tuple]:
+    """The official per-node rule on one entity's neighbour list ((key, cosine) pairs, current entities only):
+    descending cosine, ties in key order, the top `topk`, self and empty phrases skipped, at most 101 kept,
+    none for an entity of <= 2 alphanumeric characters. Keys are indices into the sorted entity list (the
+    one-shot build) or the entity texts themselves (`index.memory`): both orders are the same."""
+    if alnum_length(name(own)) <= 2:
+        return []
+    kept = []
+    for key, score in sorted(neighbours, key=lambda x: (-x[1], x[0]))[:topk]:
+        if len(kept) >= MAX_SYNONYMS_PER_NODE:
+            break
+        if key == own or name(key) == "":
+            continue
+        kept.append((key, score))
+    return kept
+
+
 def pairs_from_lists(names: list[str], lists: list[list[tuple[int, float]]], topk: int) -> dict[tuple[int, int], float]:
     """Official per-node rules over neighbour lists (indices into `names`)."""
-    pairs: dict[tuple[int, int], float] = {}
-    for i, nbrs in enumerate(lists):
-        if alnum_length(names[i]) <= 2:
-            continue
-        ranked = sorted(nbrs, key=lambda x: (-x[1], x[0]))[:topk]
-        kept = 0
-        for j, score in ranked:
-            if kept >= MAX_SYNONYMS_PER_NODE:
-                break
-            if j == i or names[j] == "":
-                continue
-            pairs[(i, j)] = score
-            kept += 1
-    return pairs
+    return {
+        (i, j): score
+        for i, nbrs in enumerate(lists)
+        for j, score in kept_synonyms(i, nbrs, topk, name=names.__getitem__)
+    }
 
 
 class SynonymyStore:
@@ -115,6 +123,11 @@ class SynonymyStore:
             len(everything),
             self.last_stats["seconds"],
         )
+
+    def lists_by_text(self, entities: list[str]) -> dict[str, list[tuple[str, float]]]:
+        """Each entity's stored neighbour list over the whole universe, by text (`index.memory`'s read). An
+        entity whose list is not stored is left out: the caller adds it with `update` first."""
+        return {e: [(t, s) for t, s in json.loads(v)] for e, v in self.store.get_many(entities).items()}
 
     def lists_for(self, entities: list[str]) -> list[list[tuple[int, float]]]:
         """Neighbour lists restricted to `entities`, as indices into it. KeyError if one is not stored."""
