@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import math
 from datetime import datetime, timezone
+from pathlib import Path
 
 from hipporag.report.comparison import RUN_TABLE_METRICS, Comparison, cases, chain_text, outcome_counts, seed_text
 from hipporag.report.figures import METRIC_LABELS, finite, pct
@@ -439,6 +440,34 @@ def _overview(c: Comparison) -> str:
     return f'<section id="overview"><h2>Overview</h2><table>{rows}</table>{warn}</section>'
 
 
+def _continual_section(c: Comparison) -> str:
+    """The continual-memory steps of the jobs that ran `+experiment=continual` (report.continual): the per-step
+    table and its plot, embedded so that the page stays one file."""
+    import base64
+    import tempfile
+
+    from hipporag.report.continual import continual_plot, cost_share, step_means, steps_of
+
+    steps = steps_of({j.name: j.folder for j in c.jobs})
+    if steps.empty:
+        return ""
+    columns, rows = step_means(steps)
+    head = "".join(f"<th>{esc(col)}</th>" for col in ["step", *columns])
+    body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in [step, *cells]) + "</tr>" for step, cells in rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        png = continual_plot(steps, Path(tmp))
+        image = base64.b64encode(png.read_bytes()).decode() if png else ""
+    share = cost_share(steps)
+    return (
+        '<section id="continual"><h2>Continual memory, step by step</h2>'
+        f"<p>Mean over {steps.job.nunique()} job(s) (batch orders); a method's score with its range. "
+        + (f"All steps together cost {100 * share:.1f} % of rebuilding at every step. " if share is not None else "")
+        + f'</p><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        + (f'<img alt="quality and cost per step" src="data:image/png;base64,{image}">' if image else "")
+        + "</section>"
+    )
+
+
 def render(c: Comparison) -> str:
     """The whole page."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -449,6 +478,7 @@ def render(c: Comparison) -> str:
             _overview(c),
             _methods_section(c),
             _cost_section(c),
+            _continual_section(c),
             _knobs_section(c),
             _runs_section(c),
             _queries_section(c),

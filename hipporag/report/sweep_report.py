@@ -19,6 +19,7 @@ import pandas as pd
 from hipporag.cache.files import atomic_write_text
 from hipporag.core.errors import EXIT_DEGRADED, EXIT_USER_ERROR, UserError
 from hipporag.core.redact import redact, redact_file, register_config
+from hipporag.report.continual import collect_steps, continual_markdown, continual_plot
 from hipporag.report.figures import finite
 from hipporag.report.markdown import md_cell, md_row, md_text
 from hipporag.run.ledger import headline
@@ -201,6 +202,7 @@ def write_collected(
             f"**partial**: {frame.job.nunique()} jobs finished so far (the sweep is running, or was stopped); "
             "the full report is written when it ends"
         )
+    steps = collect_steps(sweep_dir, sorted(frame.job.unique(), key=lambda j: (len(j), j)) if len(frame) else [])
     degraded = degraded_jobs(frame)
     if degraded:
         notes.append(
@@ -213,11 +215,14 @@ def write_collected(
         + f"swept: {md_text(', '.join(swept)) or '(nothing)'}\n\n"
         + to_markdown(frame, swept)
         + cost_markdown(frame, swept)
+        + continual_markdown(steps)
     )
     text = redact(text)
     atomic_write_text(sweep_dir / "report.md", text + "\n")  # parallel jobs may rewrite it at once
     atomic_write_text(sweep_dir / "report.csv", redact(frame.to_csv(index=False)))
     plots = [] if partial else plot(frame, swept, sweep_dir / "plots")
+    if not partial and (steps_plot := continual_plot(steps, sweep_dir / "plots")):
+        plots.append(steps_plot)
     log.info("Sweep report: %s (%d plots)", sweep_dir / "report.md", len(plots))
     return text
 

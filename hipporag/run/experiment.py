@@ -127,15 +127,38 @@ def run_experiment(
     for method in settings.methods_to_run():  # and the checkpoints a method loads itself (ColBERTv2)
         for source, what in METHODS[method.name].checkpoints(method.options, knobs):
             check_weights(source, what)
+    queries = dataset.queries
+    continual = None
+    if knobs.continual_batches:  # the corpus in batches, partly forgotten: the record is then the final state's
+        from hipporag.run.continual import run_protocol
+
+        t0 = time.perf_counter()
+        memory, continual, queries = run_protocol(dataset, settings, extractor, embedder, llm, cache_dir)
+        passages = memory.passages
+        timings["continual_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     index, report = build_index(passages, extractor, embedder, knobs, cache_dir)
     timings["index_s"] = time.perf_counter() - t0
+    if continual is not None:
+        from hipporag.run.continual import same_graph, write_steps
+
+        equal = same_graph(memory.index(), index)
+        if not equal:
+            log.error("continual: the grown index differs from the one-shot build of the final passages")
+        write_steps(run_dir, continual, equal)
+        if not queries:
+            from hipporag.core.errors import DatasetError
+
+            raise DatasetError(
+                f"continual: no question has all its supporting passages present after the last step; the steps are "
+                f"in {run_dir / 'continual.md'}",
+                hint="lower continual_delete",
+            )
 
     embeddings = EmbeddingCache(embedder, cache_dir)
     ctx = RetrievalContext(
         index=index, embeddings=embeddings, knobs=knobs, llm=llm, cache_dir=cache_dir, prompts=settings.prompts
     )
-    queries = dataset.queries
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
     ledgers: dict[str, dict] = {}
@@ -237,9 +260,15 @@ def run_experiment(
     }
     tracker = make_tracker(settings.tracker, run_dir, config, sweep_group, settings.method.name)
     if tracker is not None:
+        if continual:
+            tracker.log_steps(continual)
         tracker.log_results(record, all_records)
         tracker.finish()
     print(redact(format_summary(record)))  # the console is a record too (Slurm keeps it)
+    if continual:
+        from hipporag.run.continual import steps_table
+
+        print("\nContinual memory, step by step (continual.md, continual.png):\n" + steps_table(continual))
     print(redact(f"outputs: {run_dir}"))
     if degraded:
         log.error(

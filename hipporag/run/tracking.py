@@ -248,6 +248,16 @@ class WandbTracker:
         if self.results is not None:
             self._send(*self.results)
 
+    def log_steps(self, rows: list[dict]) -> None:
+        """The continual protocol's steps (run.continual), one W&B step each, before the run's results."""
+        try:
+            for row in rows:
+                self.run.log({f"continual/{k}": v for k, v in row.items() if k != "step"}, step=row["step"])
+        except Exception as e:  # from W&B: the steps are in the run folder whatever happens here
+            if not self.online:
+                raise
+            self._go_offline(f"could not log the continual steps ({first_line(e)})")
+
     def log_results(self, record: RunRecord, records: list[dict]) -> None:
         """The summary and the per-query tables, kept as well as sent: an offline copy made later gets them too."""
         self.results = (wandb_summary(record), per_query_tables(record, records))

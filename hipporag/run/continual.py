@@ -1,0 +1,251 @@
+"""The continual-memory protocol (`python run.py +experiment=continual`): the corpus arrives in batches and is
+partly forgotten, and after every step each method is scored on the questions it can answer by then, beside
+what the step cost and what rebuilding the index from scratch at that size would have cost.
+
+Why: HippoRAG 2 is offered as memory that grows, and a researcher needs to see both whether retrieval holds up
+as the corpus changes and whether the incremental path pays off. The protocol:
+- the passages are shuffled with `continual_seed` and cut into `continual_batches` batches;
+- step i inserts batch i into an `index.memory.Memory`; from step 2 on it then forgets `continual_delete` of
+  the passages that were present before the step (chosen with the same seed);
+- the questions scored at a step are those whose supporting passages are all present; each method ranks them
+  on the grown index (the ranking cache is keyed by the index, which is the one-shot index of those passages)
+  and, with `read=true`, reads them;
+- the step's cost is what its insert and delete spent plus laying the index out (`StepReport`, the core.meter
+  figures: seconds, texts embedded, LLM tokens whether sent or served by the response cache, peak RSS so far);
+  with `continual_rebuild=true`, `build_index` of the same passages in an empty cache is measured too (the LLM's
+  response cache still answers OpenIE requests it has seen: their tokens are counted as a rebuild's need). The
+  first step also pays for loading the models (spaCy, the embedder, a local LLM), which every later step and
+  every rebuild find loaded.
+The run's own record (metrics.json, the summary) is then the final state's: the one-shot index of the passages
+left, checked against the grown one, scored on the questions answerable at the end. The steps are written as
+`continual.csv`, `continual.md` and `continual.png` in the run folder and logged to W&B one step per step.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import random
+import tempfile
+from pathlib import Path
+
+from hipporag.core.meter import Spend
+from hipporag.eval.scoring import score_method
+from hipporag.index.build import build_index
+from hipporag.index.memory import Memory, StepReport
+from hipporag.llm.reader import read, reader_contexts
+from hipporag.retrieval.methods import RetrievalContext
+from hipporag.retrieval.ranking_cache import key_values, rank
+
+log = logging.getLogger(__name__)
+
+STEPS_CSV, STEPS_MD, STEPS_PNG = "continual.csv", "continual.md", "continual.png"
+
+
+def plan(passages: list[str], batches: int, seed: int) -> list[list[str]]:
+    """The passages shuffled with `seed` and cut into `batches` batches as even as can be (none empty)."""
+    order = passages[:]
+    random.Random(seed).shuffle(order)
+    batches = max(1, min(batches, len(order)))
+    size, extra = divmod(len(order), batches)
+    out, start = [], 0
+    for i in range(batches):
+        stop = start + size + (i < extra)
+        out.append(order[start:stop])
+        start = stop
+    return out
+
+
+def answerable(queries, present: set[str]) -> list:
+    """The questions with gold passages, all of them present."""
+    return [q for q in queries if q.has_gold and q.gold_passages and set(q.gold_passages) <= present]
+
+
+def _tokens(s: Spend) -> int:
+    return s.input_tokens + s.output_tokens + s.cached_input_tokens + s.cached_output_tokens
+
+
+def run_protocol(dataset, settings, extractor, embedder, llm, cache_dir: Path) -> tuple[Memory, list[dict], list]:
+    """Every step of the protocol; returns the memory, one row per step, and the questions answerable at the end."""
+    knobs = settings.knobs
+    rng = random.Random(knobs.continual_seed)
+    memory = Memory(extractor, embedder, knobs, cache_dir)
+    rows: list[dict] = []
+    steps = plan(dataset.passage_texts(), knobs.continual_batches, knobs.continual_seed)
+    queries: list = []
+    for i, batch in enumerate(steps, 1):
+        before = list(memory.ids)
+        reports: list[StepReport] = [memory.insert(batch)]
+        forget = round(knobs.continual_delete * len(before)) if i > 1 else 0
+        if forget:
+            reports.append(memory.delete(rng.sample(before, forget)))
+        index = memory.index()
+        present = set(memory.passages)
+        queries = answerable(dataset.queries, present)
+        cost = Spend()
+        for r in reports:
+            cost = _add(cost, r.total())
+        row = {
+            "step": i,
+            "inserted": reports[0].inserted,
+            "deleted": sum(r.deleted for r in reports[1:]),
+            "passages": len(memory),
+            "entities": index.n_entities,
+            "edges": index.graph.ecount(),
+            "questions": len(queries),
+            "step_s": round(cost.wall_s, 3),
+            "step_texts_embedded": cost.texts_embedded,
+            "step_llm_tokens": _tokens(cost),
+            "peak_rss_mb": cost.peak_rss_mb,
+        }
+        row.update(_scores(settings, index, queries, embedder, llm, cache_dir))
+        if knobs.continual_rebuild:
+            row.update(_rebuild(memory.passages, extractor, embedder, knobs))
+        rows.append(row)
+        log.info(
+            "continual step %d/%d: %d passages (+%d, -%d), %d questions answerable, step %.2f s%s",
+            i,
+            len(steps),
+            row["passages"],
+            row["inserted"],
+            row["deleted"],
+            row["questions"],
+            row["step_s"],
+            f", rebuild {row['rebuild_s']:.2f} s" if "rebuild_s" in row else "",
+        )
+    return memory, rows, queries
+
+
+def _add(a: Spend, b: Spend) -> Spend:
+    out = Spend()
+    for name, value in vars(b).items():
+        setattr(out, name, max(getattr(a, name), value) if name == "peak_rss_mb" else getattr(a, name) + value)
+    return out
+
+
+def _scores(settings, index, queries, embedder, llm, cache_dir: Path) -> dict:
+    """recall@2/@5 (and EM/F1 with read=true) of every method of the run on the step's questions."""
+    from hipporag.index.embed import EmbeddingCache
+
+    knobs = settings.knobs
+    out = {}
+    if not queries:
+        return out
+    ctx = RetrievalContext(
+        index=index,
+        embeddings=EmbeddingCache(embedder, cache_dir),
+        knobs=knobs,
+        llm=llm,
+        cache_dir=cache_dir,
+        prompts=settings.prompts,
+    )
+    for method in settings.methods_to_run():
+        name = method.name
+        rankings = rank(method, ctx, queries, index, key_values(knobs, method, llm, embedder, settings.prompts))
+        rankings = rankings.rankings
+        raw = answers = errors = None
+        if knobs.read:
+            contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
+            raw, answers, errors, _ = read(
+                llm, queries, contexts, settings.prompts.reader, settings.reader, stage=f"reader/{name}"
+            )
+        summary, _ = score_method(name, queries, index, rankings, answers, raw, knobs.retrieval_top_k, errors)
+        for key in ("recall@2", "recall@5", "em", "f1"):
+            if summary.get(key) is not None:
+                out[f"{name}/{key}"] = round(summary[key], 4)
+    return out
+
+
+def _rebuild(passages: list[str], extractor, embedder, knobs) -> dict:
+    """What `build_index` of these passages costs from an empty cache."""
+    with tempfile.TemporaryDirectory(prefix="hipporag-rebuild-") as tmp:
+        _, report = build_index(passages, extractor, embedder, knobs, Path(tmp))
+    cost = Spend()
+    for part in report.spend.values():
+        cost = _add(cost, part)
+    return {
+        "rebuild_s": round(cost.wall_s, 3),
+        "rebuild_texts_embedded": cost.texts_embedded,
+        "rebuild_llm_tokens": _tokens(cost),
+    }
+
+
+def steps_table(rows: list[dict]) -> str:
+    """The steps as a markdown table (every column the rows have, in their order)."""
+    if not rows:
+        return ""
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        lines.append("| " + " | ".join(_cell(r.get(c)) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}" if value < 100 else f"{value:,.0f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def write_steps(run_dir: Path, rows: list[dict], equal_to_one_shot: bool) -> None:
+    """continual.csv, continual.md and continual.png (quality and cost per step, incremental against rebuild)."""
+    run_dir = Path(run_dir)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    with open(run_dir / STEPS_CSV, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    verdict = (
+        "The grown index equals the one-shot build of the final passages (nodes, edges and weights)."
+        if equal_to_one_shot
+        else "WARNING: the grown index differs from the one-shot build of the final passages."
+    )
+    (run_dir / STEPS_MD).write_text(f"# Continual memory, step by step\n\n{steps_table(rows)}\n\n{verdict}\n")
+    _plot(run_dir / STEPS_PNG, rows)
+
+
+def _plot(path: Path, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in rows]
+    fig, (quality, cost) = plt.subplots(1, 2, figsize=(11, 4))
+    for key in sorted({k for r in rows for k in r if k.endswith("/recall@5") or k.endswith("/f1")}):
+        quality.plot(steps, [r.get(key) for r in rows], marker="o", label=key)
+    quality.set(xlabel="step", ylabel="score", title="quality on the answerable questions")
+    if quality.get_legend_handles_labels()[0]:
+        quality.legend(fontsize=8)
+    cost.plot(steps, [r["step_s"] for r in rows], marker="o", label="incremental step")
+    if all("rebuild_s" in r for r in rows):
+        cost.plot(steps, [r["rebuild_s"] for r in rows], marker="s", label="rebuild from scratch")
+    cost.set(xlabel="step", ylabel="seconds", title="cost per step")
+    cost.legend(fontsize=8)
+    for axes in (quality, cost):
+        axes.set_xticks(steps)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def same_graph(grown, one_shot) -> bool:
+    """The same node names, and the same edges with their weights (to 1e-9), whatever their order."""
+    if grown.graph.vs["name"] != one_shot.graph.vs["name"] or grown.graph.ecount() != one_shot.graph.ecount():
+        return False
+
+    def edges(index) -> dict:
+        names, out = index.graph.vs["name"], {}
+        for e in index.graph.es:
+            out.setdefault((names[e.source], names[e.target]), []).append(e["weight"])
+        return {k: sorted(v) for k, v in out.items()}
+
+    a, b = edges(grown), edges(one_shot)
+    return a.keys() == b.keys() and all(
+        len(a[k]) == len(w) and all(abs(x - y) <= 1e-9 for x, y in zip(a[k], w)) for k, w in b.items()
+    )
+
+
+__all__ = ["answerable", "plan", "run_protocol", "same_graph", "steps_table", "write_steps"]
