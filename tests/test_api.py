@@ -134,6 +134,7 @@ def test_a_corpus_answers_with_the_reader_and_the_answers_are_cached(tmp_path):
     assert llm.usage["reader/dense"].cache_hits == 1  # the response cache answered: not asked again
 
 
+@pytest.mark.slow  # tests/test_memory.py holds the same property in the fast lane
 def test_a_corpus_grows_and_forgets_and_retrieves_as_a_corpus_built_at_once(tmp_path, settings):
     """`Corpus.insert` and `Corpus.delete`: the index after them is the one a `Corpus` of the remaining passages
     builds (same key, same rankings, same cache), and only the new passages are extracted and embedded."""
