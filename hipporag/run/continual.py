@@ -184,8 +184,8 @@ def steps_table(rows: list[dict]) -> str:
 def _cell(value) -> str:
     if value is None:
         return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}" if value < 100 else f"{value:,.0f}"
+    if isinstance(value, float):  # scores (< 1) to 3 places, seconds to 1, large figures whole
+        return f"{value:.3f}" if abs(value) < 1 else f"{value:.1f}" if abs(value) < 100 else f"{value:,.0f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
