@@ -129,23 +129,31 @@ class RebelExtractor:
         import torch
 
         g = self.generation
+        # a model has as many positions as it has, whatever the knobs ask: past them its position embedding fails
+        # with an IndexError (an answer that never ends, a long passage); the checkpoint's limit bounds both
+        positions = getattr(self.model.config, "max_position_embeddings", None) or max(
+            g.max_input_tokens, g.max_output_tokens
+        )
+        max_in, max_out = min(g.max_input_tokens, positions), min(g.max_output_tokens, positions)
         lengths = [len(ids) for ids in self.tokenizer(passages, truncation=False)["input_ids"]]
-        cut = sum(n > g.max_input_tokens for n in lengths)
+        cut = sum(n > max_in for n in lengths)
         if cut:
             self.truncated += cut
             log.warning(
-                "REBEL: %d of %d passages are longer than %d tokens and are read only that far (extractor.max_input_tokens)",
+                "REBEL: %d of %d passages are longer than %d tokens and are read only that far (extractor.max_input_tokens"
+                ", or the checkpoint's %d positions)",
                 cut,
                 len(passages),
-                g.max_input_tokens,
+                max_in,
+                positions,
             )
-        inputs = self.tokenizer(
-            passages, max_length=g.max_input_tokens, truncation=True, padding=True, return_tensors="pt"
-        ).to(self.device)
+        inputs = self.tokenizer(passages, max_length=max_in, truncation=True, padding=True, return_tensors="pt").to(
+            self.device
+        )
         with torch.inference_mode():
             generated = self.model.generate(
                 **inputs,
-                max_length=g.max_output_tokens,
+                max_length=max_out,
                 num_beams=g.num_beams,
                 length_penalty=g.length_penalty,
                 num_return_sequences=g.sequences,
