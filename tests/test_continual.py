@@ -40,6 +40,7 @@ def history(run_dir: Path) -> dict[int, dict]:
     return out
 
 
+@pytest.mark.slow  # 30 s: the fast lane keeps the memory's own equivalence (tests/test_memory.py)
 def test_the_protocol_scores_each_step_beside_its_cost_and_a_rebuilds(tmp_path, monkeypatch, settings):
     for var in ("WANDB_DIR", "WANDB_CACHE_DIR", "WANDB_CONFIG_DIR", "WANDB_DATA_DIR"):
         monkeypatch.setenv(var, str(tmp_path / var.lower()))
