@@ -23,17 +23,10 @@ from hipporag.index.embed import EmbeddingCache, build_embedder
 from hipporag.index.memory import Memory
 from hipporag.index.openie import build_extractor
 from hipporag.retrieval.methods import RetrievalContext, get_method
+from hipporag.run.continual import edge_weights
 
 SHARED_METHODS = ("dense", "bm25", "hipporag", "hipporag2")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-
-
-def edge_weights(index) -> dict[tuple[str, str], list[float]]:
-    """Every edge by the names of its ends (parallel edges kept as a sorted list of weights)."""
-    names, out = index.graph.vs["name"], {}
-    for e in index.graph.es:
-        out.setdefault((names[e.source], names[e.target]), []).append(e["weight"])
-    return {k: sorted(v) for k, v in out.items()}
 
 
 def assert_same_index(grown, one_shot) -> None:

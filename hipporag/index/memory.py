@@ -74,10 +74,7 @@ class StepReport:
 
     def total(self) -> Spend:
         """Every part's spend summed (peak memory: the highest)."""
-        out = Spend()
-        for s in self.spend.values():
-            _plus(out, s)
-        return out
+        return sum(self.spend.values(), Spend())
 
 
 class _Journal:
@@ -145,7 +142,7 @@ class Memory:
             with measure(None, None) as spend:
                 self._index = self._layout()
             if self.steps:
-                self.steps[-1].spend["graph"] = _plus(self.steps[-1].spend.get("graph"), spend)
+                self.steps[-1].spend["graph"] = self.steps[-1].spend.get("graph", Spend()) + spend
         return self._index
 
     # ------------------------------------------------------------------------------------------------ insert
@@ -414,14 +411,6 @@ class Memory:
 
 def _stack(rows: list[np.ndarray]) -> np.ndarray:
     return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
-
-
-def _plus(a: Spend | None, b: Spend) -> Spend:
-    if a is None:
-        return b
-    for name, value in vars(b).items():
-        setattr(a, name, max(getattr(a, name), value) if name == "peak_rss_mb" else getattr(a, name) + value)
-    return a
 
 
 def _checked_texts(passages) -> list[str]:

@@ -82,9 +82,7 @@ def run_protocol(dataset, settings, extractor, embedder, llm, cache_dir: Path) -
         index = memory.index()
         present = set(memory.passages)
         queries = answerable(dataset.queries, present)
-        cost = Spend()
-        for r in reports:
-            cost = _add(cost, r.total())
+        cost = sum((r.total() for r in reports), Spend())
         row = {
             "step": i,
             "inserted": reports[0].inserted,
@@ -114,13 +112,6 @@ def run_protocol(dataset, settings, extractor, embedder, llm, cache_dir: Path) -
             f", rebuild {row['rebuild_s']:.2f} s" if "rebuild_s" in row else "",
         )
     return memory, rows, queries
-
-
-def _add(a: Spend, b: Spend) -> Spend:
-    out = Spend()
-    for name, value in vars(b).items():
-        setattr(out, name, max(getattr(a, name), value) if name == "peak_rss_mb" else getattr(a, name) + value)
-    return out
 
 
 def _scores(settings, index, queries, embedder, llm, cache_dir: Path) -> dict:
@@ -160,9 +151,7 @@ def _rebuild(passages: list[str], extractor, embedder, knobs) -> dict:
     """What `build_index` of these passages costs from an empty cache."""
     with tempfile.TemporaryDirectory(prefix="hipporag-rebuild-") as tmp:
         _, report = build_index(passages, extractor, embedder, knobs, Path(tmp))
-    cost = Spend()
-    for part in report.spend.values():
-        cost = _add(cost, part)
+    cost = sum(report.spend.values(), Spend())
     return {
         "rebuild_s": round(cost.wall_s, 3),
         "rebuild_texts_embedded": cost.texts_embedded,
@@ -231,21 +220,22 @@ def _plot(path: Path, rows: list[dict]) -> None:
     plt.close(fig)
 
 
+def edge_weights(index) -> dict[tuple[str, str], list[float]]:
+    """Every edge by the names of its ends, parallel edges as a sorted list of weights: a graph whatever its order."""
+    names, out = index.graph.vs["name"], {}
+    for e in index.graph.es:
+        out.setdefault((names[e.source], names[e.target]), []).append(e["weight"])
+    return {k: sorted(v) for k, v in out.items()}
+
+
 def same_graph(grown, one_shot) -> bool:
     """The same node names, and the same edges with their weights (to 1e-9), whatever their order."""
     if grown.graph.vs["name"] != one_shot.graph.vs["name"] or grown.graph.ecount() != one_shot.graph.ecount():
         return False
-
-    def edges(index) -> dict:
-        names, out = index.graph.vs["name"], {}
-        for e in index.graph.es:
-            out.setdefault((names[e.source], names[e.target]), []).append(e["weight"])
-        return {k: sorted(v) for k, v in out.items()}
-
-    a, b = edges(grown), edges(one_shot)
+    a, b = edge_weights(grown), edge_weights(one_shot)
     return a.keys() == b.keys() and all(
         len(a[k]) == len(w) and all(abs(x - y) <= 1e-9 for x, y in zip(a[k], w)) for k, w in b.items()
     )
 
 
-__all__ = ["answerable", "plan", "run_protocol", "same_graph", "steps_table", "write_steps"]
+__all__ = ["answerable", "edge_weights", "plan", "run_protocol", "same_graph", "steps_table", "write_steps"]
