@@ -1,7 +1,7 @@
 """What inserting 1 % more passages (and deleting 1 %) costs the memory, against rebuilding the index.
 
     HIPPORAG_DATA_DIR=../shared/datasets python reproduce/bench_memory.py [--sizes 1000,4000,16000,64000]
-        [--share 0.01] [--embedder tiny|minilm] [--threads 1] [--json FILE] [--write]
+        [--share 0.01] [--embedder tiny|minilm] [--threads 1] [--set synonymy_knn=hnsw] [--json FILE] [--write]
 
 For each size n, bench_scale's generator makes n·(1 + share) passages shaped like musique_train with their
 official-format OpenIE (so OpenIE is imported: no LLM). In a fresh cache, `index.memory.Memory` takes the first n
@@ -36,7 +36,9 @@ START, END = "<!-- bench_memory:start -->", "<!-- bench_memory:end -->"
 PARTS = ("openie", "passage_vectors", "entity_vectors", "fact_vectors", "synonymy", "graph")
 
 
-def measure(n: int, share: float, profile: dict, embedder_kind: str, model: Path | None, work: Path) -> dict:
+def measure(
+    n: int, share: float, profile: dict, embedder_kind: str, model: Path | None, work: Path, knobs: list[str]
+) -> dict:
     from hipporag.core.textnorm import passage_id
     from hipporag.index.build import build_index
     from hipporag.index.embed import build_embedder
@@ -51,7 +53,7 @@ def measure(n: int, share: float, profile: dict, embedder_kind: str, model: Path
     overrides = ["extractor=imported", f"extractor.path={paths['openie']}", "embedder=minilm"]
     if embedder_kind == "tiny":
         overrides += [f"embedder.path={model}", "embedder.model=tiny-random-bert"]
-    settings = load_settings(compose(*overrides))
+    settings = load_settings(compose(*overrides, *knobs))
     extractor, embedder = build_extractor(settings.extractor), build_embedder(settings.embedder)
     embedder.encode(["load the model outside the timing"])
 
@@ -115,12 +117,15 @@ def main() -> None:
     ap.add_argument("--share", type=float, default=0.01)
     ap.add_argument("--embedder", choices=("tiny", "minilm"), default="tiny")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="e.g. synonymy_knn=hnsw")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    import faiss
     import torch
 
     torch.set_num_threads(args.threads)
+    faiss.omp_set_num_threads(args.threads)
     data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
     profile = musique_profile(data)
     rows = []
@@ -128,11 +133,13 @@ def main() -> None:
         work = Path(tmp)
         model = build_tiny_model(work / "tiny-model") if args.embedder == "tiny" else None
         for n in (int(s) for s in args.sizes.split(",")):
-            rows.append(measure(n, args.share, profile, args.embedder, model, work))
+            rows.append(measure(n, args.share, profile, args.embedder, model, work, args.set))
             print(table(rows[-1:], args.share).splitlines()[-1], flush=True)
     text = table(rows, args.share) + (
         f"\n\nEmbedder: {'a tiny random-weight BERT (bench_scale)' if args.embedder == 'tiny' else 'all-MiniLM-L6-v2'}"
-        f"; {args.threads} torch thread(s); `python reproduce/bench_memory.py --sizes {args.sizes}`."
+        f"; {args.threads} torch/faiss thread(s); `python reproduce/bench_memory.py --sizes {args.sizes}"
+        + "".join(f" --set {k}" for k in args.set)
+        + "`."
     )
     print(text)
     if args.json:

@@ -40,7 +40,7 @@ START, END = "<!-- memory_official:start -->", "<!-- memory_official:end -->"
 WEIGHT_TOLERANCE = 1e-4
 
 
-def edge_multiset(nodes: list[str], edges) -> dict[tuple[str, str], list[float]]:
+def edge_multiset(edges) -> dict[tuple[str, str], list[float]]:
     out: dict[tuple[str, str], list[float]] = {}
     for a, b, w in edges:
         out.setdefault(tuple(sorted((a, b))), []).append(round(float(w), 9))
@@ -49,7 +49,7 @@ def edge_multiset(nodes: list[str], edges) -> dict[tuple[str, str], list[float]]
 
 def compare(a: dict, b: dict) -> dict:
     """How graph (and rankings) a differ from b."""
-    ea, eb = edge_multiset(a["nodes"], a["edges"]), edge_multiset(b["nodes"], b["edges"])
+    ea, eb = edge_multiset(a["edges"]), edge_multiset(b["edges"])
     shared = ea.keys() & eb.keys()
     same_count = [k for k in shared if len(ea[k]) == len(eb[k])]
     gap = max((abs(x - y) for k in same_count for x, y in zip(ea[k], eb[k])), default=0.0)
@@ -93,12 +93,15 @@ def harness_side(passages, batches, delete, questions, data: Path) -> dict:
     )
     cache = Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache"))
     extractor, embedder = build_extractor(settings.extractor), build_embedder(settings.embedder)
-    memory = Memory(extractor, embedder, settings.knobs, cache)
-    for batch in batches:
-        memory.insert(batch)
     from hipporag.core.textnorm import passage_id
 
-    memory.delete([passage_id(p) for p in delete])
+    memories = {}
+    for graph in ("exact", "official"):  # memory_graph: ours, and the official incremental graph reproduced
+        memory = memories[graph] = Memory(extractor, embedder, settings.knobs.replace(memory_graph=graph), cache)
+        for batch in batches:
+            memory.insert(batch)
+        memory.delete([passage_id(p) for p in delete])
+    memory = memories["exact"]
     one_shot, _ = build_index(memory.passages, extractor, embedder, settings.knobs, cache)
     queries = [Query(id=str(i), question=q, gold_answers=[]) for i, q in enumerate(questions)]
 
@@ -109,7 +112,11 @@ def harness_side(passages, batches, delete, questions, data: Path) -> dict:
         ranked = get_method("hipporag2").retrieve(ctx, queries)
         return {"nodes": names, "edges": edges, "top5": [[index.passages[i] for i in r.order[:5]] for r in ranked]}
 
-    return {"incremental": snap(memory.index()), "one_shot": snap(one_shot)}
+    return {
+        "incremental": snap(memory.index()),
+        "incremental_official": snap(memories["official"].index()),
+        "one_shot": snap(one_shot),
+    }
 
 
 def table(results: dict[str, dict]) -> str:
@@ -147,7 +154,9 @@ def main() -> None:
     ap.add_argument("--python", type=Path, default=OFFICIAL_PYTHON)
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
-    data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
+    data = Path(
+        os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets")
+    ).resolve()  # the official side runs elsewhere
     corpus = json.loads((data / "musique_train" / "musique_train_corpus.json").read_text(encoding="utf-8"))
     passages = list(dict.fromkeys(f"{d['title']}\n{d['text']}" for d in corpus))[: args.passages]
     questions = [q["question"] for q in json.loads((data / "musique_train" / "musique_train.json").read_text())]
@@ -197,8 +206,11 @@ def main() -> None:
         "ours: incremental vs our one-shot": compare(ours["incremental"], ours["one_shot"]),
         "one-shot: ours vs official": compare(ours["one_shot"], official["one_shot"]),
         "incremental: ours vs official": compare(ours["incremental"], official["incremental"]),
+        "incremental: ours with memory_graph=official vs official": compare(
+            ours["incremental_official"], official["incremental"]
+        ),
     }
-    parallel = Counter(len(v) for v in edge_multiset([], official["incremental"]["edges"]).values())
+    parallel = Counter(len(v) for v in edge_multiset(official["incremental"]["edges"]).values())
     text = (
         f"musique_train, {len(passages)} passages in {len(batches)} batches (seed {args.seed}), then "
         f"{len(delete)} deleted (chosen among the {len(deletable)} whose OpenIE holds only 3-item triples: the "

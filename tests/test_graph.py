@@ -108,3 +108,44 @@ def test_incremental_synonymy_equals_a_full_build(tmp_path):
     # a smaller corpus reuses the same store, restricted to its own entities
     part = names[:100]
     assert store.pairs(part, embed, topk=2047).keys() == synonymy_neighbours(vecs[:100], part, 0.8, 2047).keys()
+
+
+def test_hnsw_synonymy_finds_the_exact_pairs_and_survives_a_lost_graph_file(tmp_path):
+    """synonymy_knn=hnsw: the same pairs as exact on clustered vectors (one-shot and grown by 20 %), its HNSW
+    file rebuilt from the stored entities when lost, its store apart from the exact one's."""
+    from hipporag.index.synonymy import SynonymyStore
+
+    rng = np.random.default_rng(5)
+    centers = rng.normal(size=(60, 24))
+    vecs = np.repeat(centers, 10, axis=0) + 0.3 * rng.normal(size=(600, 24))
+    vecs = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    names = [f"entity {i}" for i in range(600)]
+    vec_of = dict(zip(names, vecs))
+    calls = []
+    embed = lambda texts: calls.append(len(texts)) or np.stack([vec_of[t] for t in texts])
+    full = synonymy_neighbours(vecs, names, threshold=0.8, topk=2047)
+    assert len(full) > 1000
+
+    oneshot = SynonymyStore(tmp_path / "a", {"model": "test"}, 0.8, knn="hnsw").pairs(names, embed, topk=2047)
+    assert oneshot.keys() == full.keys()
+    assert max(abs(oneshot[k] - full[k]) for k in full) < 1e-5
+
+    order = rng.permutation(600)
+    first, later = [names[i] for i in order[:500]], [names[i] for i in order[500:]]
+    store = SynonymyStore(tmp_path / "b", {"model": "test"}, 0.8, knn="hnsw")
+    store.update(first, embed)
+    calls.clear()
+    store.update(first + later, embed)
+    assert store.last_stats["added"] == 100 and calls == [100]  # only the new entities' vectors are read
+    assert store.pairs(names, embed, topk=2047).keys() == full.keys()
+    store.hnsw_path.unlink()  # the graph file lost: the stored entities go back in before new ones are searched
+    extra = rng.normal(size=(1, 24)).astype(np.float32)
+    vec_of["entity new"] = vecs[0] + 0.01 * extra[0] / np.linalg.norm(extra)
+    vec_of["entity new"] /= np.linalg.norm(vec_of["entity new"])
+    store.update(names + ["entity new"], embed)
+    lists = store.lists_by_text(["entity new", "entity 0"])
+    assert "entity 0" in dict(lists["entity new"]) and "entity new" in dict(lists["entity 0"])
+    exact = SynonymyStore(tmp_path / "b", {"model": "test"}, 0.8)
+    assert exact.universe() == []  # exact lists and approximate ones are never mixed: another store
+    with pytest.raises(ValueError, match="synonymy_knn='annoy'"):
+        SynonymyStore(tmp_path, {"model": "test"}, 0.8, knn="annoy")

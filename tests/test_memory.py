@@ -23,7 +23,7 @@ from hipporag.index.embed import EmbeddingCache, build_embedder
 from hipporag.index.memory import Memory
 from hipporag.index.openie import build_extractor
 from hipporag.retrieval.methods import RetrievalContext, get_method
-from hipporag.run.continual import edge_weights
+from hipporag.run.continual import edge_weights, graph_difference, write_steps
 
 SHARED_METHODS = ("dense", "bm25", "hipporag", "hipporag2")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -98,13 +98,78 @@ def test_grown_and_forgotten_equals_the_one_shot_build_on_the_demo(demo, seed):
 
 
 def test_the_ablation_graphs_grow_alike(demo):
-    """Without synonymy edges, and directed: the same property, each with its own one-shot build."""
+    """Without synonymy edges, directed, and with HNSW synonymy: the same property, each with its own one-shot
+    build (HNSW: the one-shot build reads the lists the memory's steps stored; its pairs against exact are
+    reproduce/synonymy_knn_against_exact.py's)."""
     s, ds, extractor, embedder, cache = demo
-    for knobs in (s.knobs.replace(synonymy_edges=False), s.knobs.replace(directed=True)):
+    for knobs in (
+        s.knobs.replace(synonymy_edges=False),
+        s.knobs.replace(directed=True),
+        s.knobs.replace(synonymy_knn="hnsw"),
+    ):
         memory = Memory(extractor, embedder, knobs, cache)
         present = grow(memory, ds.passage_texts(), 3, batches=3, delete_share=0.3)
         one_shot, _ = build_index(present, extractor, embedder, knobs, cache)
         assert_same_index(memory.index(), one_shot)
+
+
+def test_memory_graph_official_grows_the_official_incremental_graph(demo, tmp_path):
+    """memory_graph=official: one insert is the one-shot graph; each later insert adds every synonymy pair again
+    (2 edges per pair and step where the one-shot graph has 2 in all), a delete keeps the fact edges its passage
+    alone stated; the key names the step history. Against the official code itself:
+    reproduce/memory_against_official.py (FIDELITY.md)."""
+    s, ds, extractor, embedder, cache = demo
+    passages = ds.passage_texts()
+    official = s.knobs.replace(memory_graph="official")
+    once = Memory(extractor, embedder, official, cache)
+    once.insert(passages)
+    one_shot, _ = build_index(passages, extractor, embedder, s.knobs, cache)
+    assert edge_weights(once.index()) == edge_weights(one_shot) and once.index().key != one_shot.key
+
+    memory = Memory(extractor, embedder, official, cache)
+    thirds = [passages[:8], passages[8:16], passages[16:]]
+    for part in thirds:
+        memory.insert(part)
+    grown, exact = edge_weights(memory.index()), edge_weights(one_shot)
+    first = Memory(extractor, embedder, s.knobs, cache)
+    first.insert(thirds[0])
+    steady = {  # synonymy pairs chosen both ways by entities of the first batch, at every step
+        (e, t)
+        for e, chosen in first.synonyms.items()
+        for t, _ in chosen
+        if e < t and (t, e) in {(x, y) for x, ys in memory.synonyms.items() for y, _ in ys}
+    }
+    assert steady
+    names = dict(zip(one_shot.entities, one_shot.graph.vs["name"]))
+    for e, t in steady:
+        pair = next(p for p in ((names[e], names[t]), (names[t], names[e])) if p in grown)
+        assert len(grown[pair]) == 2 * len(thirds) and len(exact[pair]) == 2
+    passage_edges = [p for p in exact if p[0].startswith("chunk-") or p[1].startswith("chunk-")]
+    assert all(grown[p] == exact[p] for p in passage_edges)
+    difference = graph_difference(memory.index(), one_shot)  # what the protocol writes instead of stopping
+    assert difference["pairs weighed differently"] >= len(steady) and not difference["pairs only in the grown graph"]
+    write_steps(tmp_path, [{"step": 1, "step_s": 0.1}], difference, "official")
+    assert "memory_graph=official" in (tmp_path / "continual.md").read_text()
+
+    lone, (a, b) = next(  # a passage stating a fact pair no other passage states, between entities others hold
+        (pid, (x, y))
+        for pid in memory.ids
+        for x, _, y in memory.triples[pid]
+        if x != y and memory.fact_pairs[(x, y)] == 1.0 and min(memory.entity_support[x], memory.entity_support[y]) > 1
+    )
+    memory.delete([lone])
+    after = Memory(extractor, embedder, s.knobs, cache)
+    for part in thirds:
+        after.insert(part)
+    after.delete([lone])
+    ends = {names[a], names[b]}
+    assert any(set(p) == ends for p in edge_weights(memory.index()))  # kept, as the official delete() keeps it
+    assert not any(set(p) == ends for p in edge_weights(after.index()))
+
+    twice = Memory(extractor, embedder, official, cache)
+    for part in (passages[:12], passages[12:]):
+        twice.insert(part)
+    assert twice.passages == once.passages and twice.index().key != once.index().key  # the history is in the key
 
 
 def test_each_step_pays_only_for_what_it_adds(demo):

@@ -51,6 +51,7 @@ class Knobs:
     synonymy_threshold: float = knob(INDEX, number(-1, 1))
     synonymy_topk: int = knob(INDEX, integer(1))
     synonymy_edges: bool = knob(INDEX, boolean())
+    synonymy_knn: str = knob(INDEX, choice("exact", "hnsw"))  # index.synonymy: exact (official) or HNSW
     directed: bool = knob(INDEX, boolean())  # stored directed (passage -> entity one way) and walked so
     # -- ablation switches
     filter: str = knob(QUERY, choice("none", "llm"))
@@ -68,6 +69,9 @@ class Knobs:
     continual_seed: int = knob(RUN, integer(0))
     continual_delete: float = knob(RUN, number(0, 1, hi_open=True))
     continual_rebuild: bool = knob(RUN, boolean())
+    # index.memory's graph: exact (equal to the one-shot build) or official (the official incremental graph,
+    # its repeated synonymy edges and kept fact edges); the memory's index key carries it with the step history
+    memory_graph: str = knob(RUN, choice("exact", "official"))
     filter_snap_cutoff: float = knob(QUERY, number(0, 1))
     filter_prompt: str | None = knob(QUERY, existing_file())
     filter_max_new_tokens: int = knob(QUERY, integer(1))

@@ -88,7 +88,8 @@ def index_identity(passages, extractor: Extractor, embedder, knobs: Knobs) -> di
         "corpus": corpus_hash(passages),
         "openie": extractor.identity,
         "embedder": embedder.identity,
-        "graph": knobs.values(INDEX),
+        # synonymy_knn=exact is what every key meant before the knob existed: left out, so those keys stay
+        "graph": {k: v for k, v in knobs.values(INDEX).items() if not (k == "synonymy_knn" and v == "exact")},
     }
 
 
@@ -199,7 +200,7 @@ def _build_index_locked(passages, extractor, embedder, knobs: Knobs, cache_dir: 
         synonymy = None
         if knobs.synonymy_edges and inputs.entities:
             with measure(None, embed) as report.spend["synonymy"]:
-                store = SynonymyStore(cache_dir, embedder.identity, knobs.synonymy_threshold)
+                store = SynonymyStore(cache_dir, embedder.identity, knobs.synonymy_threshold, knobs.synonymy_knn)
                 synonymy = store.pairs(
                     inputs.entities, lambda texts: embed.embed(texts, what="entities"), knobs.synonymy_topk
                 )

@@ -97,6 +97,15 @@ def build_graph(
     return assemble_graph(inputs.entities, passages, len(inputs.facts), weights, passage_entities, synonymy, directed)
 
 
+def graph_of(entities: list[str], passages: list[str], edges: list, weights: list[float], directed: bool) -> ig.Graph:
+    """The igraph graph: entity nodes then passage nodes, named and with their texts, the edges by node index."""
+    g = ig.Graph(n=len(entities) + len(passages), edges=edges, directed=directed)
+    g.es["weight"] = weights
+    g.vs["name"] = [entity_id(e) for e in entities] + [passage_id(p) for p in passages]
+    g.vs["content"] = list(entities) + list(passages)
+    return g
+
+
 def assemble_graph(
     entities: list[str],
     passages: list[str],
@@ -121,10 +130,7 @@ def assemble_graph(
     weights.update(syn)
 
     edges = [(a, b) for (a, b) in weights if a != b]
-    g = ig.Graph(n=n_ent + len(passages), edges=edges, directed=directed)
-    g.es["weight"] = [weights[e] for e in edges]
-    g.vs["name"] = [entity_id(e) for e in entities] + [passage_id(p) for p in passages]
-    g.vs["content"] = list(entities) + list(passages)
+    g = graph_of(entities, passages, edges, [weights[e] for e in edges], directed)
     stats = GraphStats(
         entity_nodes=n_ent,
         passage_nodes=len(passages),

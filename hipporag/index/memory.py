@@ -14,6 +14,10 @@ What a step does:
 - delete: a passage's node and edges go, its contribution to each fact pair count is taken back, and a fact or
   entity goes with the last passage that held it, its edges and vectors with it; synonym choices that named a
   removed entity are redone (a neighbour cut at the top-k or the 101 cap may come back).
+- `memory_graph=official` keeps, beside that state, the graph the official code grows instead (FIDELITY.md,
+  "Insert and delete"): each insert appends the new passages' fact and passage edges and every synonymy pair of
+  the entities present, again; a delete drops only the edges of the nodes it removes. Its index key carries the
+  step history, which that graph depends on.
 - `index()` lays the state out as the one-shot build does (entities sorted, passages in the order they
   arrived, facts sorted; `graph.assemble_graph`), so that it equals `build_index` on the present passages in
   that order and every method reads it unchanged. That layout is the one whole-size pass of a step: ordering
@@ -42,7 +46,7 @@ from hipporag.core.meter import Spend, measure
 from hipporag.core.textnorm import passage_id
 from hipporag.index.build import EMBEDDED_PARTS, Index, index_identity
 from hipporag.index.embed import EmbeddingCache
-from hipporag.index.graph import assemble_graph, prepare_graph_inputs
+from hipporag.index.graph import GraphStats, assemble_graph, graph_of, prepare_graph_inputs
 from hipporag.index.openie import run_openie
 from hipporag.index.openie.validity import valid_triples
 from hipporag.index.synonymy import SynonymyStore, kept_synonyms
@@ -121,6 +125,10 @@ class Memory:
         self.listed_by: dict[str, set[str]] = {}
         self.synonyms: dict[str, list[tuple[str, float]]] = {}
         self._universe: dict[str, np.ndarray] = {}  # entity vectors the synonymy store asked for, kept
+        # memory_graph=official: per insert (by step number), the edges it added, (kind, end, end, weight) with
+        # ends ("e", entity) / ("p", passage id); and the steps so far, (op, ids), which that graph depends on
+        self.official_edges: dict[int, list[tuple]] = {}
+        self.history: list[tuple[str, tuple[str, ...]]] = []
         self._index: Index | None = None
         self.steps: list[StepReport] = []
 
@@ -205,9 +213,12 @@ class Memory:
             for f in added_facts:
                 journal.set(self.vectors["facts"], f, fresh["facts"][str(f)])
             self._apply_synonymy(lists, [], journal)
+            if self.knobs.memory_graph == "official" and new:
+                journal.set(self.official_edges, len(self.steps), self._official_insert_edges(list(new)))
         except BaseException:
             journal.roll_back()
             raise
+        self.history.append(("insert", tuple(new)))
         report.inserted, report.entities_added, report.facts_added = len(new), len(added_entities), len(added_facts)
         return self._finish(report, t0)
 
@@ -265,10 +276,17 @@ class Memory:
             for f in removed_facts:
                 journal.pop(self.vectors["facts"], f)
             self._apply_synonymy(lists, removed_entities, journal)
+            if self.knobs.memory_graph == "official":
+                gone = {("p", pid) for pid in asked} | {("e", e) for e in removed_entities}
+                for step, edges in list(self.official_edges.items()):
+                    kept = [x for x in edges if x[1] not in gone and x[2] not in gone]
+                    if len(kept) != len(edges):
+                        journal.set(self.official_edges, step, kept)
         except BaseException:
             journal.roll_back()
             self.texts = {pid: self.texts[pid] for pid in order}  # popped ids came back at the end: the old order
             raise
+        self.history.append(("delete", tuple(asked)))
         report.deleted, report.entities_removed, report.facts_removed = (
             len(asked),
             len(removed_entities),
@@ -304,7 +322,9 @@ class Memory:
             report.spend["synonymy"] = Spend()
             return {}
         with measure(None, self.embeddings) as report.spend["synonymy"]:
-            store = SynonymyStore(self.cache_dir, self.embedder.identity, self.knobs.synonymy_threshold)
+            store = SynonymyStore(
+                self.cache_dir, self.embedder.identity, self.knobs.synonymy_threshold, self.knobs.synonymy_knn
+            )
             try:
                 changed = [*added, *removed]
                 if added:
@@ -381,6 +401,48 @@ class Memory:
         )
         return report
 
+    def _official_insert_edges(self, new: list[str]) -> list[tuple]:
+        """The edges one official `index()` call adds: the new passages' fact pair counts (both directions) and
+        passage edges, then every synonymy pair of the entities present, its cosine replacing a fact count of
+        the same direction; self-loops left out (its `add_new_edges`)."""
+        weights: dict[tuple, float] = {}
+        kinds: dict[tuple, str] = {}
+        for pid in new:
+            for s, _, o in self.triples[pid]:
+                for pair in ((("e", s), ("e", o)), (("e", o), ("e", s))):
+                    weights[pair], kinds[pair] = weights.get(pair, 0.0) + 1.0, "fact"
+        for pid in new:
+            for e in self.entities_of[pid]:
+                weights[("p", pid), ("e", e)], kinds[("p", pid), ("e", e)] = 1.0, "passage"
+        for e in sorted(self.entity_support):
+            for t, score in self.synonyms.get(e, []):
+                weights[("e", e), ("e", t)], kinds[("e", e), ("e", t)] = score, "synonymy"
+        return [(kinds[(a, b)], a, b, w) for (a, b), w in weights.items() if a != b]
+
+    def _official_graph(self, entities: list[str], ids: list[str], passages: list[str], n_facts: int):
+        """memory_graph=official: the edges every insert added and no delete removed, as parallel edges."""
+        node = {("e", e): i for i, e in enumerate(entities)}
+        node.update({("p", pid): len(entities) + p for p, pid in enumerate(ids)})
+        edges, weights, pairs = [], [], {"fact": set(), "passage": set(), "synonymy": set()}
+        for step in sorted(self.official_edges):
+            for kind, a, b, w in self.official_edges[step]:
+                edges.append((node[a], node[b]))
+                weights.append(w)
+                pairs[kind].add((a, b))
+        graph = graph_of(entities, passages, edges, weights, self.knobs.directed)
+        distinct = len(pairs["fact"] | pairs["passage"] | pairs["synonymy"])
+        stats = GraphStats(
+            entity_nodes=len(entities),
+            passage_nodes=len(passages),
+            edges=graph.ecount(),
+            fact_triples=n_facts,
+            fact_pairs=len(pairs["fact"]),
+            passage_pairs=len(pairs["passage"]),
+            synonymy_pairs=len(pairs["synonymy"]),
+            official_synonymy_triples=distinct - n_facts - len(pairs["passage"]),
+        )
+        return graph, stats
+
     def _layout(self) -> Index:
         entities = sorted(self.entity_support)
         at = {e: i for i, e in enumerate(entities)}
@@ -391,10 +453,15 @@ class Memory:
         synonymy = None
         if self.knobs.synonymy_edges and entities:
             synonymy = {(i, at[t]): s for i, e in enumerate(entities) for t, s in self.synonyms.get(e, [])}
-        graph, stats = assemble_graph(
-            entities, passages, len(facts), fact_weights, passage_entities, synonymy, self.knobs.directed
-        )
+        if self.knobs.memory_graph == "official":
+            graph, stats = self._official_graph(entities, ids, passages, len(facts))
+        else:
+            graph, stats = assemble_graph(
+                entities, passages, len(facts), fact_weights, passage_entities, synonymy, self.knobs.directed
+            )
         identity = index_identity(passages, self.extractor, self.embedder, self.knobs)
+        if self.knobs.memory_graph == "official":  # that graph depends on the steps, not only on what is present
+            identity["memory_graph"] = {"graph": "official", "history": stable_key(self.history)}
         return Index(
             key=stable_key(identity),
             passages=passages,
