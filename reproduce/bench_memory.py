@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_scale import build_tiny_model, generate_corpus, musique_profile, write_corpus  # noqa: E402
+from bench_scale import build_tiny_model, generate_corpus, growth_exponent, musique_profile, write_corpus  # noqa: E402
 
 from hipporag.report.blocks import replace_block  # noqa: E402
 
@@ -108,6 +108,27 @@ def table(rows: list[dict], share: float) -> str:
             f"{r['rebuild_s']:.2f} | {100 * r['insert_s'] / r['rebuild_s']:.1f} % | {r['delete_s']:.2f} | "
             f"{r['synonym_lists_redone']:,} / {r['delete_synonym_lists_redone']:,} | {r['initial_s']:.2f} |"
         )
+    if len({r["passages"] for r in rows}) >= 2:
+        lines += ["", exponents(rows)]
+    return "\n".join(lines)
+
+
+def exponents(rows: list[dict]) -> str:
+    """Growth exponents (bench_scale's fit, slope of log seconds on log passages) of the step, its parts, and
+    the rebuild: the step inserts 1 % of n, so a step that only pays for what it adds grows like n."""
+    sizes = [r["passages"] for r in rows]
+    series = {
+        "insert step": [r["insert_s"] for r in rows],
+        **{f"of which {p}": [r["insert_parts_s"].get(p) for r in rows] for p in PARTS},
+        "delete step": [r["delete_s"] for r in rows],
+        "rebuild": [r["rebuild_s"] for r in rows],
+    }
+    lines = ["| growth exponent | " + " | ".join(series) + " |", "|" + "---|" * (len(series) + 1)]
+    cells = []
+    for values in series.values():
+        e = growth_exponent(sizes, values)
+        cells.append("-" if e is None else f"{e:.2f}" + (" **> n log n**" if e > 1.25 else ""))
+    lines.append("| " + f"{min(sizes):,}–{max(sizes):,} passages | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -119,8 +140,19 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="e.g. synonymy_knn=hnsw")
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--render", type=Path, nargs="+", help="print (and --write) the rows of earlier --json files, no runs"
+    )
+    ap.add_argument("--note", default="", help="with --render: the line under the table (how the rows were measured)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    if args.render:
+        rows = sorted((r for f in args.render for r in json.loads(f.read_text())), key=lambda r: r["passages"])
+        text = table(rows, args.share) + (f"\n\n{args.note}" if args.note else "")
+        print(text)
+        if args.write:
+            replace_block(ROOT / "reproduce" / "PERFORMANCE.md", START, END, text)
+        return
     import faiss
     import torch
 
