@@ -15,7 +15,12 @@ as the corpus changes and whether the incremental path pays off. The protocol:
   with `continual_rebuild=true`, `build_index` of the same passages in an empty cache is measured too (the LLM's
   response cache still answers OpenIE requests it has seen: their tokens are counted as a rebuild's need). The
   first step also pays for loading the models (spaCy, the embedder, a local LLM), which every later step and
-  every rebuild find loaded.
+  every rebuild find loaded;
+- a compared library with an incremental path of its own (LightRAG: `retrieval.library_memory`) also grows its
+  own index step by step (insert the batch, delete what was forgotten); the step records its cost beside the
+  one-shot build's that `rank` made for the same passages, and how its rankings differ from the one-shot ones
+  (`<method>/incremental_identical`: the share of questions ranked the same; `<method>/incremental_recall@5`).
+  A step the library does not finish is written as `<method>/incremental_error` and ends its series.
 The run's own record (metrics.json, the summary) is then the final state's: the one-shot index of the passages
 left, checked against the grown one, scored on the questions answerable at the end. The steps are written as
 `continual.csv`, `continual.md` and `continual.png` in the run folder and logged to W&B one step per step.
@@ -29,11 +34,15 @@ import random
 import tempfile
 from pathlib import Path
 
-from hipporag.core.meter import Spend
+import numpy as np
+
+from hipporag.core.meter import Spend, measure
 from hipporag.eval.scoring import score_method
 from hipporag.index.build import build_index
+from hipporag.index.embed import EmbeddingCache
 from hipporag.index.memory import Memory, StepReport
 from hipporag.llm.reader import read, reader_contexts
+from hipporag.retrieval.library_memory import LibraryStepError, library_memory
 from hipporag.retrieval.methods import RetrievalContext
 from hipporag.retrieval.ranking_cache import key_values, rank
 
@@ -73,67 +82,79 @@ def run_protocol(dataset, settings, extractor, embedder, llm, cache_dir: Path) -
     rows: list[dict] = []
     steps = plan(dataset.passage_texts(), knobs.continual_batches, knobs.continual_seed)
     queries: list = []
-    for i, batch in enumerate(steps, 1):
-        before = list(memory.ids)
-        reports: list[StepReport] = [memory.insert(batch)]
-        forget = round(knobs.continual_delete * len(before)) if i > 1 else 0
-        if forget:
-            reports.append(memory.delete(rng.sample(before, forget)))
-        index = memory.index()
-        present = set(memory.passages)
-        queries = answerable(dataset.queries, present)
-        cost = sum((r.total() for r in reports), Spend())
-        row = {
-            "step": i,
-            "inserted": reports[0].inserted,
-            "deleted": sum(r.deleted for r in reports[1:]),
-            "passages": len(memory),
-            "entities": index.n_entities,
-            "edges": index.graph.ecount(),
-            "questions": len(queries),
-            "step_s": round(cost.wall_s, 3),
-            "step_texts_embedded": cost.texts_embedded,
-            "step_llm_tokens": _tokens(cost),
-            "peak_rss_mb": cost.peak_rss_mb,
-        }
-        row.update(_scores(settings, index, queries, embedder, llm, cache_dir))
-        if knobs.continual_rebuild:
-            row.update(_rebuild(memory.passages, extractor, embedder, knobs))
-        rows.append(row)
-        log.info(
-            "continual step %d/%d: %d passages (+%d, -%d), %d questions answerable, step %.2f s%s",
-            i,
-            len(steps),
-            row["passages"],
-            row["inserted"],
-            row["deleted"],
-            row["questions"],
-            row["step_s"],
-            f", rebuild {row['rebuild_s']:.2f} s" if "rebuild_s" in row else "",
-        )
+    embeddings = EmbeddingCache(embedder, cache_dir)
+    libraries = {}
+    for method in settings.methods_to_run():
+        runner = library_memory(method, llm, embeddings, cache_dir)
+        if runner is not None:
+            libraries[method.name] = runner
+    try:
+        for i, batch in enumerate(steps, 1):
+            before = list(memory.ids)
+            reports: list[StepReport] = [memory.insert(batch)]
+            forget = round(knobs.continual_delete * len(before)) if i > 1 else 0
+            forgotten = rng.sample(before, forget) if forget else []
+            forgotten_texts = [memory.texts[pid] for pid in forgotten]
+            if forgotten:
+                reports.append(memory.delete(forgotten))
+            grown = {name: _library_step(r, batch, forgotten_texts, llm, embeddings) for name, r in libraries.items()}
+            index = memory.index()
+            queries = answerable(dataset.queries, set(memory.passages))
+            cost = sum((r.total() for r in reports), Spend())
+            row = {
+                "step": i,
+                "inserted": reports[0].inserted,
+                "deleted": sum(r.deleted for r in reports[1:]),
+                "passages": len(memory),
+                "entities": index.n_entities,
+                "edges": index.graph.ecount(),
+                "questions": len(queries),
+                "step_s": round(cost.wall_s, 3),
+                "step_texts_embedded": cost.texts_embedded,
+                "step_llm_tokens": _tokens(cost),
+                "peak_rss_mb": cost.peak_rss_mb,
+            }
+            scores, ranked = _scores(settings, index, queries, embeddings, llm, cache_dir)
+            row.update(scores)
+            for name, step_row in grown.items():
+                row.update(step_row)
+                row.update(_against_one_shot(name, libraries[name], memory, index, queries, ranked.get(name), knobs))
+            if knobs.continual_rebuild:
+                row.update(_rebuild(memory.passages, extractor, embedder, knobs))
+            rows.append(row)
+            log.info(
+                "continual step %d/%d: %d passages (+%d, -%d), %d questions answerable, step %.2f s%s",
+                i,
+                len(steps),
+                row["passages"],
+                row["inserted"],
+                row["deleted"],
+                row["questions"],
+                row["step_s"],
+                f", rebuild {row['rebuild_s']:.2f} s" if "rebuild_s" in row else "",
+            )
+    finally:
+        for runner in libraries.values():
+            runner.close()
     return memory, rows, queries
 
 
-def _scores(settings, index, queries, embedder, llm, cache_dir: Path) -> dict:
-    """recall@2/@5 (and EM/F1 with read=true) of every method of the run on the step's questions."""
-    from hipporag.index.embed import EmbeddingCache
-
+def _scores(settings, index, queries, embeddings, llm, cache_dir: Path) -> tuple[dict, dict]:
+    """recall@2/@5 (and EM/F1 with read=true) of every method of the run on the step's questions; and each
+    method's rankings with what computing them cost (`Ranked`)."""
     knobs = settings.knobs
-    out = {}
+    out, ranked_by_method = {}, {}
     if not queries:
-        return out
+        return out, ranked_by_method
     ctx = RetrievalContext(
-        index=index,
-        embeddings=EmbeddingCache(embedder, cache_dir),
-        knobs=knobs,
-        llm=llm,
-        cache_dir=cache_dir,
-        prompts=settings.prompts,
+        index=index, embeddings=embeddings, knobs=knobs, llm=llm, cache_dir=cache_dir, prompts=settings.prompts
     )
     for method in settings.methods_to_run():
         name = method.name
-        rankings = rank(method, ctx, queries, index, key_values(knobs, method, llm, embedder, settings.prompts))
-        rankings = rankings.rankings
+        ranked = ranked_by_method[name] = rank(
+            method, ctx, queries, index, key_values(knobs, method, llm, embeddings.embedder, settings.prompts)
+        )
+        rankings = ranked.rankings
         raw = answers = errors = None
         if knobs.read:
             contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
@@ -144,6 +165,45 @@ def _scores(settings, index, queries, embedder, llm, cache_dir: Path) -> dict:
         for key in ("recall@2", "recall@5", "em", "f1"):
             if summary.get(key) is not None:
                 out[f"{name}/{key}"] = round(summary[key], 4)
+    return out, ranked_by_method
+
+
+def _library_step(runner, batch: list[str], forgotten: list[str], llm, embeddings) -> dict:
+    """A library's own incremental step (insert the batch, delete the forgotten), with its cost; a step it did
+    not finish is written in the row, never scored."""
+    name = runner.name
+    if runner.broken:
+        return {f"{name}/incremental_error": runner.broken}
+    with measure(llm, embeddings) as spend:
+        try:
+            runner.step(batch, forgotten)
+        except LibraryStepError as err:
+            log.error("continual: %s", err)
+            return {f"{name}/incremental_error": str(err)}
+    return {
+        f"{name}/incremental_step_s": round(spend.wall_s, 3),
+        f"{name}/incremental_llm_tokens": _tokens(spend),
+        f"{name}/incremental_texts_embedded": spend.texts_embedded,
+    }
+
+
+def _against_one_shot(name: str, runner, memory, index, queries, one_shot, knobs) -> dict:
+    """The grown library index against its one-shot build of the same passages (`rank`'s, `one_shot`): what
+    the one-shot build cost, the share of questions ranked identically, recall@5 on the grown index."""
+    out = {}
+    own = ((one_shot.made or {}).get("own_index") or {}).get("made") if one_shot is not None else None
+    if own:
+        built = Spend.from_dict(own)
+        out[f"{name}/one_shot_index_s"] = round(built.wall_s, 3)
+        out[f"{name}/one_shot_llm_tokens"] = _tokens(built)
+    if runner.broken or not queries or one_shot is None:
+        return out
+    grown = runner.rankings(memory.passages, queries)
+    same = sum(np.array_equal(a.order, b.order) for a, b in zip(grown, one_shot.rankings))
+    summary, _ = score_method(name, queries, index, grown, None, None, knobs.retrieval_top_k, None)
+    out[f"{name}/incremental_identical"] = round(same / len(queries), 4)
+    if summary.get("recall@5") is not None:
+        out[f"{name}/incremental_recall@5"] = round(summary["recall@5"], 4)
     return out
 
 

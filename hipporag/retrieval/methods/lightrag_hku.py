@@ -144,6 +144,22 @@ def query_param(o: LightRAGOptions) -> dict:
     }
 
 
+def inserted_status(docs: dict, ids: list[str]) -> tuple[list[str], list[str]]:
+    """(the passages the library merged into another's chunk, the passages it failed or left out) from its
+    document statuses after an insert (`aget_docs_by_track_id`)."""
+    status = {}
+    for doc_id, doc in docs.items():
+        s = doc.get("status") if isinstance(doc, dict) else getattr(doc, "status", None)
+        status[doc_id] = str(getattr(s, "value", s)).lower()
+    # the library merges a passage whose text equals another's once sanitised (whitespace, HTML entities)
+    merged = sorted(k for k in status if k.startswith("dup-"))
+    if merged:
+        log.warning("lightrag: %d passages merged into another's chunk by the library (equal text)", len(merged))
+    failed = sorted(k for k, s in status.items() if s != "processed" and not k.startswith("dup-"))
+    missing = sorted(set(ids) - set(status))
+    return merged, failed + missing if (failed or len(missing) > len(merged)) else []
+
+
 def _quiet_library_logs() -> None:
     for name in ("lightrag", "nano-vectordb"):
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -165,7 +181,18 @@ class LightRAGMethod:
         self.index_loaded = False
 
     # ------------------------------------------------------------------ the library, behind our hooks
-    def _rag(self, working_dir: Path, llm: LibraryLLM, embedder: LibraryEmbedder, prefix: str, dim: int):
+    def _rag(
+        self,
+        working_dir: Path,
+        llm: LibraryLLM,
+        embedder: LibraryEmbedder,
+        prefix: str,
+        dim: int,
+        extraction_cache: bool = False,
+    ):
+        """The library over `working_dir`. `extraction_cache`: LightRAG keeps its extraction answers, which its
+        delete-by-document rebuilds the surviving entities from (the incremental index, `library_memory`); off,
+        a delete leaves the forgotten passage's text in them and still reports success."""
         from lightrag import LightRAG
         from lightrag.utils import EmbeddingFunc
 
@@ -200,7 +227,7 @@ class LightRAGMethod:
             chunk_overlap_token_size=0,
             chunking_func=one_chunk,
             enable_llm_cache=False,
-            enable_llm_cache_for_entity_extract=False,
+            enable_llm_cache_for_entity_extract=extraction_cache,
             entity_extract_max_gleaning=o.entity_extract_max_gleaning,
             force_llm_summary_on_merge=o.force_llm_summary_on_merge,
             summary_max_tokens=o.summary_max_tokens,
@@ -256,19 +283,9 @@ class LightRAGMethod:
                 docs = loop.run_until_complete(insert())
             finally:
                 finalize_share_data()
-        status = {}
-        for doc_id, doc in docs.items():
-            s = doc.get("status") if isinstance(doc, dict) else getattr(doc, "status", None)
-            status[doc_id] = str(getattr(s, "value", s)).lower()
-        # the library merges a passage whose text equals another's once sanitised (whitespace, HTML entities)
-        merged = sorted(k for k in status if k.startswith("dup-"))
-        if merged:
-            log.warning("lightrag: %d passages merged into another's chunk by the library (equal text)", len(merged))
-        failed = sorted(k for k, s in status.items() if s != "processed" and not k.startswith("dup-"))
-        missing = sorted(set(ids) - set(status))
-        if llm.failures or failed or len(missing) > len(merged):
-            reasons = llm.failures or [f"passages not indexed: {', '.join((failed + missing)[:5])}"]
-            raise Uncacheable(folder, reasons)
+        merged, unindexed = inserted_status(docs, ids)
+        if llm.failures or unindexed:
+            raise Uncacheable(folder, llm.failures or [f"passages not indexed: {', '.join(unindexed[:5])}"])
         return {"passages": len(ids), "repeated": len(passages) - len(ids), "merged_by_library": len(merged)}
 
     def _index(self, ctx: RetrievalContext, llm: LibraryLLM, embedder: LibraryEmbedder, prefix: str):
@@ -291,9 +308,6 @@ class LightRAGMethod:
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         import shutil
 
-        from lightrag import QueryParam
-        from lightrag.kg.shared_storage import finalize_share_data
-
         _quiet_library_logs()
         self._tokenizer = tokenizer()
         o = self.options
@@ -302,34 +316,46 @@ class LightRAGMethod:
         prefix = ctx.embeddings.embedder.query_prefix("query_to_passage")
         folder, dim, manifest = self._index(ctx, llm, embedder, prefix)
         n_passages = len(ctx.index.passages)
-        param = query_param(o)
-        out = []
         try:
-            with event_loop() as loop:
-                rag = self._rag(folder, llm, embedder, prefix, dim)
-
-                async def ask_all():
-                    await rag.initialize_storages()
-                    try:
-                        results = []
-                        for q in queries:
-                            call = rag.aquery_llm if o.answer_by == "library" else rag.aquery_data
-                            results.append(await call(q.question, param=QueryParam(**param)))
-                        return results
-                    finally:
-                        await rag.finalize_storages()
-
-                try:
-                    results = loop.run_until_complete(ask_all())
-                finally:
-                    finalize_share_data()
+            results = self.ask(folder, llm, embedder, prefix, dim, queries)
         finally:
             shutil.rmtree(folder.parent, ignore_errors=True)  # this run's private copy
-        for result in results:
-            out.append(self._ranking(result, n_passages, manifest))
-        return out
 
-    def _ranking(self, result: dict, n_passages: int, manifest: dict) -> Ranking:
+        def position(doc_id: str) -> int | None:  # documents are p<index in the corpus>
+            i = int(doc_id.removeprefix("p"))
+            return i if 0 <= i < n_passages else None
+
+        return [self.ranking(result, position, manifest) for result in results]
+
+    def ask(self, folder: Path, llm, embedder, prefix: str, dim: int, queries: list[Query], **rag_options) -> list:
+        """The library's answer (or its context data) for each query, over the index in `folder`."""
+        from lightrag import QueryParam
+        from lightrag.kg.shared_storage import finalize_share_data
+
+        o = self.options
+        param = query_param(o)
+        with event_loop() as loop:
+            rag = self._rag(folder, llm, embedder, prefix, dim, **rag_options)
+
+            async def ask_all():
+                await rag.initialize_storages()
+                try:
+                    results = []
+                    for q in queries:
+                        call = rag.aquery_llm if o.answer_by == "library" else rag.aquery_data
+                        results.append(await call(q.question, param=QueryParam(**param)))
+                    return results
+                finally:
+                    await rag.finalize_storages()
+
+            try:
+                return loop.run_until_complete(ask_all())
+            finally:
+                finalize_share_data()
+
+    def ranking(self, result: dict, position, manifest: dict) -> Ranking:
+        """One query's ranking: the passages of the chunks in the library's context, in its order; `position`
+        maps a document id to the passage's index in the run's corpus (None: not one of them)."""
         o = self.options
         status = result.get("status")
         reason = (result.get("metadata") or {}).get("failure_reason")
@@ -341,8 +367,8 @@ class LightRAGMethod:
         chunks = (result.get("data") or {}).get("chunks") or []
         order = []
         for c in chunks:
-            i = int(str(c.get("chunk_id", "")).rsplit("-chunk-", 1)[0].removeprefix("p"))
-            if 0 <= i < n_passages and i not in order:
+            i = position(str(c.get("chunk_id", "")).rsplit("-chunk-", 1)[0])
+            if i is not None and i not in order:
                 order.append(i)
         if o.mode == "bypass":
             diagnostics["recall_undefined"] = "lightrag mode=bypass retrieves nothing"

@@ -1,0 +1,95 @@
+"""A compared library's own incremental index in the continual protocol (`retrieval.library_memory`): LightRAG
+inserts each batch and deletes what was forgotten in one working folder, through our LLM and embedder layers,
+against a scripted OpenAI-compatible server; the protocol writes its cost beside the one-shot build's and how its
+rankings differ; a step the library does not finish is written and ends the series, never scored."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("lightrag")
+
+from hipporag.core.textnorm import passage_id  # noqa: E402
+from hipporag.data.sources import load_dataset  # noqa: E402
+from hipporag.index.embed import EmbeddingCache, build_embedder  # noqa: E402
+from hipporag.index.openie import build_extractor  # noqa: E402
+from hipporag.llm.backends import build_llm  # noqa: E402
+from hipporag.retrieval.library_memory import LibraryStepError, library_memory  # noqa: E402
+from hipporag.run.continual import run_protocol  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def scripted(tmp_path_factory, settings):
+    """A scripted LLM server answering LightRAG's requests, the demo corpus, one cache."""
+    from library_scripts import library_answer
+    from scripted_server import ScriptedServer
+
+    server = ScriptedServer(answer=library_answer).start()
+    cache = tmp_path_factory.mktemp("library-memory")
+    overrides = ("llm=openai", "llm.model=scripted", f"llm.base_url={server.base_url}", "llm.max_retries=0")
+    s = settings(*overrides, "method=lightrag", "baseline=null")
+    yield server, s, load_dataset(s.dataset), build_embedder(s.embedder), cache, overrides
+    server.stop()
+
+
+@pytest.mark.slow
+def test_lightrag_grows_and_forgets_its_own_index(scripted):
+    server, s, dataset, embedder, cache, _ = scripted
+    llm = build_llm(s.llm, cache)
+    runner = library_memory(s.method, llm, EmbeddingCache(embedder, cache), cache)
+    passages = dataset.passage_texts()
+    try:
+        done = runner.step(passages[:6], [])
+        assert done["inserted"] == 6 and done["deleted"] == 0 and done["requests"]["lightrag/extract"] == 6
+        forgotten = passages[1]
+        done = runner.step(passages[6:9], [forgotten])
+        assert done == {**done, "inserted": 3, "deleted": 1}
+        docs = json.loads((runner.folder / "kv_store_doc_status.json").read_text())
+        assert set(docs) == {passage_id(p) for p in passages[:9] if p != forgotten}
+        chunks = (runner.folder / "kv_store_text_chunks.json").read_text()
+        graph = (runner.folder / "graph_chunk_entity_relation.graphml").read_text()
+        assert passage_id(forgotten) not in chunks and passage_id(forgotten) not in graph  # no trace left
+        present = [p for p in passages[:9] if p != forgotten]
+        ranked = runner.rankings(present, dataset.queries[:5])
+        assert len(ranked) == 5 and all(r.order.size and r.order.max() < len(present) for r in ranked)
+        with pytest.raises(LibraryStepError, match="not finished"):
+            server.fail = lambda messages: True  # every request answered 503
+            try:
+                runner.step(passages[9:10], [])
+            finally:
+                server.fail = lambda messages: False
+        with pytest.raises(LibraryStepError, match="earlier step"):  # never used again: half-updated
+            runner.rankings(present, dataset.queries[:5])
+    finally:
+        runner.close()
+    assert not runner.root.exists()
+
+
+@pytest.mark.slow
+def test_the_protocol_measures_lightrags_incremental_index_against_its_one_shot_builds(scripted):
+    _, s, dataset, embedder, cache, overrides = scripted
+    from hipporag.run.settings import compose, load_settings
+
+    s = load_settings(
+        compose(
+            *overrides,
+            "method=lightrag",
+            "baseline=null",
+            "continual_batches=3",
+            "continual_delete=0.2",
+            "continual_rebuild=false",
+            "read=false",
+        )
+    )
+    llm = build_llm(s.llm, cache)
+    _, rows, _ = run_protocol(dataset, s, build_extractor(s.extractor, None), embedder, llm, cache)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert r["lightrag/incremental_step_s"] > 0 and r["lightrag/one_shot_index_s"] > 0
+        assert 0 <= r["lightrag/incremental_identical"] <= 1 and 0 <= r["lightrag/incremental_recall@5"] <= 1
+    # the first step inserts into an empty folder what the one-shot build indexes: the same index
+    assert rows[0]["lightrag/incremental_identical"] == 1.0
+    assert rows[0]["lightrag/incremental_recall@5"] == rows[0]["lightrag/recall@5"]
+    assert not list((cache / "tmp").glob("lightrag-memory-*"))  # the private folder is gone
