@@ -188,8 +188,19 @@ def main() -> None:
     ap.add_argument("--latency-sigma", type=float, default=0.5)
     ap.add_argument("--max-num-seqs", type=int, default=256)
     ap.add_argument("--model", default="scripted")
+    ap.add_argument(
+        "--answers",
+        choices=("openie", "library"),
+        default="openie",
+        help="openie: the harness's OpenIE prompts (default); library: LightRAG's and GraphRAG's requests too, and the "
+        "reader's (tests/library_scripts.py)",
+    )
     args = ap.parse_args()
+    answer = openie_answer
+    if args.answers == "library":
+        from library_scripts import library_answer as answer
     server = ScriptedServer(
+        answer=answer,
         latency=lognormal_latency(args.latency_mean, args.latency_sigma),
         max_num_seqs=args.max_num_seqs,
         model=args.model,

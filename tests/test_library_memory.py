@@ -1,7 +1,8 @@
 """A compared library's own incremental index in the continual protocol (`retrieval.library_memory`): LightRAG
-inserts each batch and deletes what was forgotten in one working folder, through our LLM and embedder layers,
-against a scripted OpenAI-compatible server; the protocol writes its cost beside the one-shot build's and how its
-rankings differ; a step the library does not finish is written and ends the series, never scored."""
+inserts each batch and deletes what was forgotten in one working folder, GraphRAG runs its update run and keeps
+what was forgotten (it has no delete), through our LLM and embedder layers, against a scripted OpenAI-compatible
+server; the protocol writes its cost beside the one-shot build's and how its rankings differ; a step the library
+does not finish is written and ends the series, never scored."""
 
 from __future__ import annotations
 
@@ -93,3 +94,90 @@ def test_the_protocol_measures_lightrags_incremental_index_against_its_one_shot_
     assert rows[0]["lightrag/incremental_identical"] == 1.0
     assert rows[0]["lightrag/incremental_recall@5"] == rows[0]["lightrag/recall@5"]
     assert not list((cache / "tmp").glob("lightrag-memory-*"))  # the private folder is gone
+
+
+@pytest.fixture(scope="module")
+def graphrag_runner(scripted):
+    pytest.importorskip("graphrag")
+    server, s, dataset, embedder, cache, overrides = scripted
+    from hipporag.run.settings import compose, load_settings
+
+    s = load_settings(compose(*overrides, "method=graphrag", "baseline=null"))
+    return s, build_llm(s.llm, cache)
+
+
+@pytest.mark.slow
+def test_graphrag_grows_by_its_update_run_and_keeps_what_was_forgotten(scripted, graphrag_runner):
+    import pandas as pd
+
+    server, _, dataset, embedder, cache, _ = scripted
+    s, llm = graphrag_runner
+    runner = library_memory(s.method, llm, EmbeddingCache(embedder, cache), cache)
+    passages = dataset.passage_texts()
+    try:
+        done = runner.step(passages[:6], [])
+        assert done["inserted"] == 6 and done["forgotten_kept"] == 0 and done["requests"]["graphrag/extract"] == 6
+        first = runner.folder
+        forgotten = passages[1]
+        done = runner.step(passages[6:9] + passages[:2], [forgotten])  # two of them again: already indexed
+        assert done["inserted"] == 3 and done["deleted"] == 0 and done["forgotten_kept"] == 1
+        assert done["requests"]["graphrag/extract"] == 3  # the update run extracts the new passages only
+        assert not first.exists()  # the last good index is dropped once the step has finished
+        docs = pd.read_parquet(runner.folder / "documents.parquet")
+        assert set(docs["id"]) == {passage_id(p) for p in passages[:9]}  # no delete: the forgotten one stays
+        units = pd.read_parquet(runner.folder / "text_units.parquet")
+        assert sorted(units["document_id"]) == sorted(docs["id"])  # one text unit per passage, merged
+        present = [p for p in passages[:9] if p != forgotten]
+        ranked = runner.rankings(present, dataset.queries)
+        assert len(ranked) == len(dataset.queries)
+        assert all(r.order.size and r.order.max() < len(present) for r in ranked)
+        # the forgotten passage is never ranked, and a context that shows it says so
+        shown = [r for r in ranked if r.diagnostics.get("shown_not_in_corpus")]
+        assert all(r.diagnostics["shown_not_in_corpus"] == 1 for r in shown)
+        good = runner.folder
+        with pytest.raises(LibraryStepError, match="not finished"):
+            server.fail = lambda messages: True  # every request answered 503
+            try:
+                runner.step(passages[9:10], [])
+            finally:
+                server.fail = lambda messages: False
+        assert runner.folder == good and (good / "entities.parquet").is_file()  # the last good index, untouched
+        assert len(list(runner.root.glob("index-*"))) == 1  # the failed step's copy is gone
+        with pytest.raises(LibraryStepError, match="earlier step"):  # never used again
+            runner.rankings(present, dataset.queries[:5])
+    finally:
+        runner.close()
+    assert not runner.root.exists()
+
+
+@pytest.mark.slow
+def test_the_protocol_measures_graphrags_update_run_against_its_one_shot_builds(scripted):
+    pytest.importorskip("graphrag")
+    _, s, dataset, embedder, cache, overrides = scripted
+    from hipporag.run.settings import compose, load_settings
+
+    s = load_settings(
+        compose(
+            *overrides,
+            "method=graphrag",
+            "baseline=null",
+            "continual_batches=3",
+            "continual_delete=0.2",
+            "continual_rebuild=false",
+            "read=false",
+        )
+    )
+    llm = build_llm(s.llm, cache)
+    _, rows, _ = run_protocol(dataset, s, build_extractor(s.extractor, None), embedder, llm, cache)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    kept = 0
+    for r in rows:
+        assert r["graphrag/incremental_step_s"] > 0 and r["graphrag/one_shot_index_s"] > 0
+        assert 0 <= r["graphrag/incremental_identical"] <= 1 and 0 <= r["graphrag/incremental_recall@5"] <= 1
+        kept += r["deleted"]  # nothing it forgets leaves its index
+        assert r["graphrag/incremental_forgotten_kept"] == kept
+    assert kept > 0
+    # the first step is its standard run over what the one-shot build indexes: the same index
+    assert rows[0]["graphrag/incremental_identical"] == 1.0
+    assert rows[0]["graphrag/incremental_recall@5"] == rows[0]["graphrag/recall@5"]
+    assert not list((cache / "tmp").glob("graphrag-memory-*"))

@@ -1,7 +1,7 @@
 """A compared library's own incremental index across the continual protocol's steps (`run.continual`).
 
-Why: LightRAG offers incremental insert and delete-by-document; a continual-memory benchmark must measure that
-path, not a fresh one-shot build at every step (what `rank` gives a library method, keyed by the corpus). Here the
+Why: LightRAG offers incremental insert and delete-by-document, GraphRAG its update run; a continual-memory
+benchmark must measure that path, not a fresh one-shot build at every step (what `rank` gives a library method, keyed by the corpus). Here the
 library grows one private working folder for the whole protocol: each step inserts the batch (`ainsert`) and
 forgets the passages the memory forgot (`adelete_by_doc_id`, one at a time), through the same `llm=` and
 `embedder=` layers as its one-shot build, and the protocol ranks the questions on it beside the one-shot index.
@@ -16,8 +16,14 @@ forgets the passages the memory forgot (`adelete_by_doc_id`, one at a time), thr
   folder is never used again, so no ranking is computed on a half-updated index.
 - The folder lives under the cache's `tmp/` and is removed by `close()`; it is never published to the cache.
 
-GraphRAG 3.3.0's update run (`build_index(..., is_update_run=True)`) is not wired here yet, and that version has
-no delete at all.
+GraphRAG 3.3.0 grows by its update run (`build_index(..., is_update_run=True)`): the batch is indexed on its own
+(extraction, summaries, its own communities and their reports), then merged into the index (entities and
+relationships by title, their descriptions summarised again; the batch's communities appended under new ids,
+never re-clustered with the old ones): the grown index differs from a one-shot build by design, and the protocol
+measures by how much. That version has no delete: a forgotten passage stays in its index. It is counted
+(`forgotten_kept`), and a ranking that shows one says so (`shown_not_in_corpus`); it never counts as a hit,
+since it is not among the memory's passages. Each step runs on a copy of the last good index, which is kept
+until the step has finished: a failed or killed step leaves the previous index as it was.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class LightRAGMemory:
     """LightRAG's incremental index: `step(inserted, forgotten)` then `rankings(passages, queries)`."""
 
     name = "lightrag"
+    row_keys = ()  # what of a step's counts goes into the protocol's row (`<name>/incremental_<key>`)
 
     def __init__(self, method, llm, embeddings, cache_dir: Path | None):
         from hipporag.retrieval.methods.lightrag_hku import classify, tokenizer
@@ -117,7 +124,97 @@ class LightRAGMemory:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-MEMORIES = {"lightrag": LightRAGMemory}
+class GraphRAGMemory:
+    """GraphRAG's incremental index by its update run: `step(inserted, forgotten)` then `rankings(passages,
+    queries)`; forgotten passages stay in its index (the library has no delete), counted."""
+
+    name = "graphrag"
+    row_keys = ("forgotten_kept",)
+
+    def __init__(self, method, llm, embeddings, cache_dir: Path | None):
+        from hipporag.retrieval.methods.ms_graphrag import library
+
+        self.method, self.llm, self.embeddings = method, llm, embeddings
+        self.lib = library()
+        root = Path(cache_dir or Path.cwd()) / "tmp"
+        root.mkdir(parents=True, exist_ok=True)
+        self.root = Path(tempfile.mkdtemp(prefix="graphrag-memory-", dir=root))
+        self.folder: Path | None = None  # the last good index; None until a passage is indexed
+        self.generation = 0
+        self.embedder = LibraryEmbedder(embeddings, "graphrag")
+        self.prefix = embeddings.embedder.query_prefix("query_to_passage")
+        self.asked: dict = {}  # question -> the query vector the library embedded (its basic search, read back)
+        self.dim = self.embedder.dim
+        self.indexed: set[str] = set()  # the passage ids in its index
+        self.forgotten: set[str] = set()  # forgotten by the memory, still in its index
+        self.broken: str | None = None
+
+    def _llm(self) -> LibraryLLM:
+        from hipporag.retrieval.methods.ms_graphrag import classify
+
+        llm = LibraryLLM(self.llm, "graphrag", self.method.options.max_new_tokens, classify)
+        self.method._hooks(self.lib, llm, self.embedder, self.prefix, self.asked)  # process-wide: set per call
+        return llm
+
+    def step(self, inserted: list[str], forgotten: list[str]) -> dict:
+        """Index the passages it does not hold yet (its standard run first, its update run after), then note the
+        forgotten ones, which it keeps; what it did, by count."""
+        if self.broken:
+            raise LibraryStepError(f"graphrag: the incremental index stopped at an earlier step ({self.broken})")
+        texts = list(dict.fromkeys(inserted))
+        self.method._check_lengths(self.lib, texts)
+        new = {passage_id(t): t for t in texts if passage_id(t) not in self.indexed}  # one inserted again: kept
+        llm = self._llm()
+        stats: dict = {}
+        if new:
+            target = self.root / f"index-{self.generation + 1}"
+            if self.folder is not None:
+                shutil.copytree(self.folder, target)
+            update = self.folder is not None  # the library's update run over the last index, else its first build
+            ids, batch = list(new), list(new.values())
+            stats, problems = self.method.index_documents(
+                self.lib, target, llm, self.dim, ids, batch, self.root, update
+            )
+            if problems:
+                shutil.rmtree(target, ignore_errors=True)
+                self.broken = f"{len(problems)} problem(s), e.g. {problems[0]}"
+                raise LibraryStepError(f"graphrag: incremental step not finished: {self.broken}")
+            previous, self.folder, self.generation = self.folder, target, self.generation + 1
+            if previous is not None:
+                shutil.rmtree(previous, ignore_errors=True)
+            self.indexed |= set(new)
+        self.forgotten -= {passage_id(t) for t in texts}
+        self.forgotten |= {passage_id(t) for t in forgotten} & self.indexed
+        return {
+            "inserted": len(new),
+            "deleted": 0,
+            "forgotten_kept": len(self.forgotten),
+            "without_text_unit": len(stats.get("passages_without_text_unit", [])),
+            "requests": dict(llm.requests),
+        }
+
+    def rankings(self, passages: list[str], queries: list) -> list[Ranking]:
+        """The queries ranked on the grown index, positions in `passages` (the memory's present passages); a
+        forgotten passage it shows is left out of the order and counted in the ranking's diagnostics."""
+        if self.broken:
+            raise LibraryStepError(f"graphrag: the incremental index stopped at an earlier step ({self.broken})")
+        if self.folder is None:
+            raise LibraryStepError("graphrag: the incremental index holds no passage yet")
+        position = {passage_id(p): i for i, p in enumerate(passages)}
+        manifest = {"incremental": True}
+        scratch = Path(tempfile.mkdtemp(prefix="graphrag-query-", dir=self.root))
+        try:
+            return self.method.search(
+                self.lib, self.folder, scratch, self._llm(), self.dim, queries, self.asked, manifest, position.get
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+MEMORIES = {"lightrag": LightRAGMemory, "graphrag": GraphRAGMemory}
 
 
 def library_memory(method, llm, embeddings, cache_dir):

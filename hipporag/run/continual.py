@@ -16,11 +16,14 @@ as the corpus changes and whether the incremental path pays off. The protocol:
   response cache still answers OpenIE requests it has seen: their tokens are counted as a rebuild's need). The
   first step also pays for loading the models (spaCy, the embedder, a local LLM), which every later step and
   every rebuild find loaded;
-- a compared library with an incremental path of its own (LightRAG: `retrieval.library_memory`) also grows its
-  own index step by step (insert the batch, delete what was forgotten); the step records its cost beside the
-  one-shot build's that `rank` made for the same passages, and how its rankings differ from the one-shot ones
-  (`<method>/incremental_identical`: the share of questions ranked the same; `<method>/incremental_recall@5`).
-  A step the library does not finish is written as `<method>/incremental_error` and ends its series.
+- a compared library with an incremental path of its own (`retrieval.library_memory`: LightRAG's insert and
+  delete-by-document, GraphRAG's update run, which cannot delete) also grows its own index step by step (insert
+  the batch, delete what was forgotten); the step records its cost beside the one-shot build's that `rank` made
+  for the same passages, and how its rankings differ from the one-shot ones (`<method>/incremental_identical`:
+  the share of questions ranked the same; `<method>/incremental_recall@5`; `<method>/incremental_shows_forgotten`:
+  the share whose context still showed a forgotten passage, never counted as a hit; GraphRAG's
+  `graphrag/incremental_forgotten_kept`: the forgotten passages its index still holds). A step the library does
+  not finish is written as `<method>/incremental_error` and ends its series.
 The run's own record (metrics.json, the summary) is then the final state's: the one-shot index of the passages
 left, checked against the grown one, scored on the questions answerable at the end. The steps are written as
 `continual.csv`, `continual.md` and `continual.png` in the run folder and logged to W&B one step per step.
@@ -176,7 +179,7 @@ def _library_step(runner, batch: list[str], forgotten: list[str], llm, embedding
         return {f"{name}/incremental_error": runner.broken}
     with measure(llm, embeddings) as spend:
         try:
-            runner.step(batch, forgotten)
+            done = runner.step(batch, forgotten)
         except LibraryStepError as err:
             log.error("continual: %s", err)
             return {f"{name}/incremental_error": str(err)}
@@ -184,6 +187,7 @@ def _library_step(runner, batch: list[str], forgotten: list[str], llm, embedding
         f"{name}/incremental_step_s": round(spend.wall_s, 3),
         f"{name}/incremental_llm_tokens": _tokens(spend),
         f"{name}/incremental_texts_embedded": spend.texts_embedded,
+        **{f"{name}/incremental_{key}": done[key] for key in runner.row_keys},
     }
 
 
@@ -202,6 +206,8 @@ def _against_one_shot(name: str, runner, memory, index, queries, one_shot, knobs
     same = sum(np.array_equal(a.order, b.order) for a, b in zip(grown, one_shot.rankings))
     summary, _ = score_method(name, queries, index, grown, None, None, knobs.retrieval_top_k, None)
     out[f"{name}/incremental_identical"] = round(same / len(queries), 4)
+    shows = sum(bool(r.diagnostics.get("shown_not_in_corpus")) for r in grown)
+    out[f"{name}/incremental_shows_forgotten"] = round(shows / len(queries), 4)
     if summary.get("recall@5") is not None:
         out[f"{name}/incremental_recall@5"] = round(summary["recall@5"], 4)
     return out

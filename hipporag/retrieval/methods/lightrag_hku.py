@@ -365,11 +365,16 @@ class LightRAGMethod:
         if status != "success" and reason != "no_results":
             diagnostics["library_error"] = str(result.get("message", ""))[:500]
         chunks = (result.get("data") or {}).get("chunks") or []
-        order = []
+        order, outside = [], set()
         for c in chunks:
-            i = position(str(c.get("chunk_id", "")).rsplit("-chunk-", 1)[0])
-            if i is not None and i not in order:
+            doc_id = str(c.get("chunk_id", "")).rsplit("-chunk-", 1)[0]
+            i = position(doc_id)
+            if i is None:
+                outside.add(doc_id)
+            elif i not in order:
                 order.append(i)
+        if outside:  # only an incrementally grown index could show them (a forgotten passage left behind)
+            diagnostics["shown_not_in_corpus"] = len(outside)
         if o.mode == "bypass":
             diagnostics["recall_undefined"] = "lightrag mode=bypass retrieves nothing"
         else:

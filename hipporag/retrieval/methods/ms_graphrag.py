@@ -529,8 +529,25 @@ class GraphRAGMethod:
             first.setdefault(p, i)
         ids = [f"p{i}" for i in first.values()]
         if len(first) < len(passages):
-            log.warning("graphrag: %d repeated passages indexed once each", len(passages) - len(first))
-        documents = lib.pd.DataFrame({"id": ids, "title": ids, "text": list(first)})
+            log.warning("graphrag: %d repeated passages indexed once each", len(passages) - len(ids))
+        stats, problems = self.index_documents(lib, folder, llm, dim, ids, list(first), work_root)
+        stats = {"passages": stats.pop("passages"), "repeated": len(passages) - len(ids), **stats}
+        if problems:
+            raise Uncacheable(folder, problems)
+        return stats
+
+    def index_documents(
+        self, lib, folder: Path, llm: LibraryLLM, dim: int, ids: list[str], texts: list[str], work_root: Path,
+        update: bool = False,
+    ) -> tuple[dict, list[str]]:  # fmt: skip
+        """The library's standard pipeline over these documents (one text unit each) into `folder`; with `update`,
+        its update run (`is_update_run=True`: the documents indexed on their own, then merged into the index
+        already in `folder`). Returns its stats and its problems (failed requests, workflow errors, tables it did
+        not write): an index with problems is never used as a good one."""
+        # the columns its own loader writes (`load_input_documents`): its update run numbers new rows after the old
+        documents = lib.pd.DataFrame(
+            {"id": ids, "title": ids, "text": texts, "human_readable_id": range(len(ids)), "raw_data": None}
+        )
         folder.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="graphrag-build-", dir=work_root))
         before = dict(llm.requests)
@@ -538,26 +555,29 @@ class GraphRAGMethod:
             config = self._config(lib, folder, scratch, llm, dim)
             with library_logs(scratch / "logs", "indexing") as logged, event_loop() as loop:
                 results = loop.run_until_complete(
-                    lib.api.build_index(config=config, method=lib.IndexingMethod.Standard, input_documents=documents)
+                    lib.api.build_index(
+                        config=config,
+                        method=lib.IndexingMethod.Standard,
+                        is_update_run=update,
+                        input_documents=documents,
+                    )
                 )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         errors = [f"{r.workflow}: {r.error!r}" for r in results if r.error is not None]
         missing = [t for t in TABLES if not (folder / f"{t}.parquet").is_file()]
-        stats = {"passages": len(ids), "repeated": len(passages) - len(ids), "library_errors_logged": len(logged)}
+        stats = {"passages": len(ids), "library_errors_logged": len(logged)}
         if not missing:
-            units = lib.pd.read_parquet(folder / "text_units.parquet", columns=["document_id"])
-            lost = sorted(set(ids) - set(units["document_id"]), key=lambda d: int(d[1:]))
+            units = set(lib.pd.read_parquet(folder / "text_units.parquet", columns=["document_id"])["document_id"])
+            lost = [d for d in ids if d not in units]
             if lost:  # not a failed request: the library skipped them (an empty text), and will again
                 log.warning("graphrag: %d passages got no text unit, e.g. %s", len(lost), ", ".join(lost[:5]))
                 stats["passages_without_text_unit"] = lost
             for t in TABLES:
                 stats[t] = int(len(lib.pd.read_parquet(folder / f"{t}.parquet", columns=["id"])))
         stats["requests"] = {k: v - before.get(k, 0) for k, v in llm.requests.items() if v - before.get(k, 0)}
-        if llm.failures or errors or missing:
-            reasons = llm.failures + errors + ([f"tables not written: {', '.join(missing)}"] if missing else [])
-            raise Uncacheable(folder, reasons)
-        return stats
+        problems = llm.failures + errors + ([f"tables not written: {', '.join(missing)}"] if missing else [])
+        return stats, problems
 
     def _index(self, lib, ctx: RetrievalContext, llm: LibraryLLM, embedder: LibraryEmbedder, prefix: str):
         version = library_version(DIST, "graphrag")
@@ -587,7 +607,7 @@ class GraphRAGMethod:
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         o = self.options
         if o.answer_by == "reader" and o.mode in NOT_RANKED:  # nothing asked of the library: no index either
-            return [self._ranking(NOT_QUERIED, q.question, {}, None, 0, {}, {}) for q in queries]
+            return [self._ranking(NOT_QUERIED, q.question, {}, None, None, {}, {}) for q in queries]
         lib = library()
         llm = LibraryLLM(ctx.llm, "graphrag", o.max_new_tokens, classify)
         embedder = LibraryEmbedder(ctx.embeddings, "graphrag")
@@ -596,31 +616,45 @@ class GraphRAGMethod:
         self._hooks(lib, llm, embedder, prefix, asked)
         folder, dim, manifest = self._index(lib, ctx, llm, embedder, prefix)
         n_passages = len(ctx.index.passages)
+
+        def position(doc_id: str) -> int | None:  # documents are p<index in the corpus>
+            i = int(doc_id[1:]) if doc_id.startswith("p") and doc_id[1:].isdigit() else -1
+            return i if 0 <= i < n_passages else None
+
         try:
-            config = self._config(lib, folder, folder.parent / "scratch", llm, dim)
-            read = lambda t: lib.pd.read_parquet(folder / f"{t}.parquet")  # noqa: E731
-            tables = {t: read(t) for t in TABLES}
-            units = tables["text_units"]
-            # its contexts show a text unit by its row's label in the table it is given (`short_id`): the table is
-            # given as the library wrote it, as a user's is, and the label read back to the passage's document id
-            shown_as = {str(label): str(d) for label, d in zip(units.index, units["document_id"])}
-            search = None
-            if o.mode == "basic":  # its vector search, read back: the store it searched, its text units' passages
-                store = lib.get_embedding_store(config.vector_store, "text_unit_text")
-                doc_of = dict(zip(units["id"], units["document_id"].astype(str)))
-                search = lambda vector: [  # noqa: E731
-                    (doc_of.get(h.document.id), float(h.score))
-                    for h in store.similarity_search_by_vector(np.asarray(vector, dtype=np.float32), k=o.basic_k)
-                ]
-            with library_logs(folder.parent / "scratch" / "logs", "querying"), event_loop() as loop:
-                results = [loop.run_until_complete(self._ask(lib, config, tables, q.question)) for q in queries]
-                out = [
-                    self._ranking(r, q.question, asked, search, n_passages, manifest, shown_as)
-                    for r, q in zip(results, queries)
-                ]
+            return self.search(lib, folder, folder.parent / "scratch", llm, dim, queries, asked, manifest, position)
         finally:
             shutil.rmtree(folder.parent, ignore_errors=True)  # this run's private copy
-        return out
+
+    def search(
+        self, lib, folder: Path, scratch: Path, llm: LibraryLLM, dim: int, queries: list[Query], asked: dict,
+        manifest: dict, position,
+    ) -> list[Ranking]:  # fmt: skip
+        """Each query through the library's search over the index in `folder`, as a ranking; `asked` is where the
+        hooks record the query vectors, `position` maps a document id to the passage's index in the run's corpus
+        (None: not one of its passages)."""
+        o = self.options
+        config = self._config(lib, folder, scratch, llm, dim)
+        read = lambda t: lib.pd.read_parquet(folder / f"{t}.parquet")  # noqa: E731
+        tables = {t: read(t) for t in TABLES}
+        units = tables["text_units"]
+        # its contexts show a text unit by its row's label in the table it is given (`short_id`): the table is
+        # given as the library wrote it, as a user's is, and the label read back to the passage's document id
+        shown_as = {str(label): str(d) for label, d in zip(units.index, units["document_id"])}
+        search = None
+        if o.mode == "basic":  # its vector search, read back: the store it searched, its text units' passages
+            store = lib.get_embedding_store(config.vector_store, "text_unit_text")
+            doc_of = dict(zip(units["id"], units["document_id"].astype(str)))
+            search = lambda vector: [  # noqa: E731
+                (doc_of.get(h.document.id), float(h.score))
+                for h in store.similarity_search_by_vector(np.asarray(vector, dtype=np.float32), k=o.basic_k)
+            ]
+        with library_logs(scratch / "logs", "querying"), event_loop() as loop:
+            results = [loop.run_until_complete(self._ask(lib, config, tables, q.question)) for q in queries]
+            return [
+                self._ranking(r, q.question, asked, search, position, manifest, shown_as)
+                for r, q in zip(results, queries)
+            ]
 
     async def _ask(self, lib, config, tables: dict, question: str) -> dict:
         """One question through the library's search of `mode`: its answer, its contexts, its error."""
@@ -657,7 +691,7 @@ class GraphRAGMethod:
         return {"answer": answer, "contexts": callbacks.contexts, "error": error, "queried": True}
 
     def _ranking(
-        self, result: dict, question: str, asked: dict, search, n_passages: int, manifest: dict, shown_as: dict
+        self, result: dict, question: str, asked: dict, search, position, manifest: dict, shown_as: dict
     ) -> Ranking:
         o = self.options
         diagnostics = {"fallback": False, "library": DIST, "mode": o.mode}
@@ -676,12 +710,15 @@ class GraphRAGMethod:
             sources = context.get("sources")
             shown = [] if sources is None or "id" not in sources else [str(i) for i in sources["id"]]
             shown = [shown_as.get(i, "") for i in shown]  # the document ids (`p<index>`) of the rows it shows
+            outside = {d for d in shown if d and position(d) is None}
+            if outside:  # only an incrementally grown index shows them (a passage forgotten but never deleted)
+                diagnostics["shown_not_in_corpus"] = len(outside)
             if o.mode == "local":
-                order = self._passages(shown, n_passages)
+                order = self._passages(shown, position)
                 scores = [np.nan] * len(order)
                 diagnostics["scores"] = "none: GraphRAG orders its context's sources without scores"
             else:
-                order, scores = self._basic_order(shown, asked.get(question), search, n_passages)
+                order, scores = self._basic_order(shown, asked.get(question), search, position)
                 diagnostics["order"] = (
                     "its vector search's (LanceDB, read back from its store with its query vector); its context "
                     "lists them in table order"
@@ -696,22 +733,22 @@ class GraphRAGMethod:
         return Ranking(order=ids, scores=np.array(scores, dtype=float), diagnostics=diagnostics, contexts=contexts)
 
     @staticmethod
-    def _passages(ids: list[str], n_passages: int) -> list[int]:
+    def _passages(ids: list[str], position) -> list[int]:
         order = []
         for d in ids:
-            i = int(d.removeprefix("p")) if d.startswith("p") and d[1:].isdigit() else -1
-            if 0 <= i < n_passages and i not in order:
+            i = position(d)
+            if i is not None and i not in order:
                 order.append(i)
         return order
 
-    def _basic_order(self, shown: list[str], vector, search, n_passages: int) -> tuple[list[int], list[float]]:
+    def _basic_order(self, shown: list[str], vector, search, position) -> tuple[list[int], list[float]]:
         """The passages of a basic search's context, in its vector search's order, with its scores."""
         if vector is None or not shown:
             return [], []
         shown_set = set(shown)
         order, scores = [], []
         for d, score in search(vector):
-            for i in self._passages([d], n_passages) if d in shown_set else []:
+            for i in self._passages([d], position) if d in shown_set else []:
                 if i not in order:
                     order.append(i)
                     scores.append(score)
