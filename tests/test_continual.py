@@ -120,7 +120,7 @@ def test_the_sweep_report_averages_the_steps_over_batch_orders(tmp_path):
     )
     assert len(results) == 2
     report = (sweep_dir / "report.md").read_text()
-    assert "## Continual memory" in report and "Mean over 2 job(s)" in report
+    assert "## Continual memory" in report and "over the jobs that have the column (2 job(s) in all" in report
     steps = collect_steps(sweep_dir, sorted(p.name for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()))
     assert sorted(steps.groupby("job").step.max()) == [3, 3]
     mean = steps[steps.step == 3]["hipporag2/recall@5"].mean()

@@ -339,7 +339,8 @@ class Memory:
                     affected |= self.listed_by.get(e, set())
                     affected |= {t for t, _ in own.get(e, []) if t in present}
                 affected &= present
-                lists = store.lists_by_text(sorted(affected))
+                read = store.lists_by_text(sorted(affected - set(own)))  # the added ones' lists are in `own`
+                lists = {e: own[e] if e in own else read[e] for e in sorted(affected) if e in own or e in read}
                 lost = affected - set(lists)
                 if lost:
                     store.update(sorted(lost), self._universe_vectors)

@@ -65,8 +65,8 @@ def continual_markdown(steps: pd.DataFrame) -> str:
     numeric, rows = step_means(steps)
     lines = [
         "\n\n## Continual memory\n",
-        f"Mean over {steps.job.nunique()} job(s) (batch orders) per step; quality columns with their range across "
-        "jobs. `step_*`: what the incremental step cost; `rebuild_*`: `build_index` of the same passages from an "
+        f"Mean per step over the jobs that have the column ({steps.job.nunique()} job(s) in all: the batch orders, "
+        "times any other knob swept); quality columns with their range across those jobs. `step_*`: what the incremental step cost; `rebuild_*`: `build_index` of the same passages from an "
         "empty cache (each job's continual.md and continual.png have its own steps).\n",
         "| step | " + " | ".join(numeric) + " |",
         "|---|" + "---|" * len(numeric),
@@ -76,37 +76,3 @@ def continual_markdown(steps: pd.DataFrame) -> str:
     if share is not None:
         lines.append(f"\nAll steps together cost {100 * share:.1f} % of rebuilding at every step.")
     return "\n".join(lines)
-
-
-def continual_plot(steps: pd.DataFrame, out_dir: Path) -> Path | None:
-    """plots/continual.png: quality per step (mean and range over the orders), and seconds per step, incremental
-    against rebuild."""
-    if steps.empty:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    grouped = steps.groupby("step")
-    x = sorted(steps.step.unique())
-    fig, (quality, cost) = plt.subplots(1, 2, figsize=(11, 4))
-    for column in sorted(c for c in steps.columns if c.endswith("/recall@5") or c.endswith("/f1")):
-        quality.plot(x, grouped[column].mean(), marker="o", label=column)
-        quality.fill_between(x, grouped[column].min(), grouped[column].max(), alpha=0.15)
-    quality.set(xlabel="step", ylabel="score", title="quality on the answerable questions")
-    if quality.get_legend_handles_labels()[0]:
-        quality.legend(fontsize=8)
-    cost.plot(x, grouped["step_s"].mean(), marker="o", label="incremental step")
-    if "rebuild_s" in steps.columns:
-        cost.plot(x, grouped["rebuild_s"].mean(), marker="s", label="rebuild from scratch")
-    cost.set(xlabel="step", ylabel="seconds (mean over orders)", title="cost per step")
-    cost.legend(fontsize=8)
-    for axes in (quality, cost):
-        axes.set_xticks(x)
-    fig.tight_layout()
-    path = out_dir / "continual.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

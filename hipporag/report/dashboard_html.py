@@ -446,7 +446,8 @@ def _continual_section(c: Comparison) -> str:
     import base64
     import tempfile
 
-    from hipporag.report.continual import continual_plot, cost_share, step_means, steps_of
+    from hipporag.report.continual import cost_share, step_means, steps_of
+    from hipporag.run.continual import continual_plot
 
     steps = steps_of({j.name: j.folder for j in c.jobs})
     if steps.empty:

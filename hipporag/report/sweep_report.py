@@ -19,9 +19,10 @@ import pandas as pd
 from hipporag.cache.files import atomic_write_text
 from hipporag.core.errors import EXIT_DEGRADED, EXIT_USER_ERROR, UserError
 from hipporag.core.redact import redact, redact_file, register_config
-from hipporag.report.continual import collect_steps, continual_markdown, continual_plot
+from hipporag.report.continual import collect_steps, continual_markdown
 from hipporag.report.figures import finite
 from hipporag.report.markdown import md_cell, md_row, md_text
+from hipporag.run.continual import continual_plot
 from hipporag.run.ledger import headline
 from hipporag.run.sweep_folders import read_sweep, swept_knobs, varying_overrides
 

@@ -38,6 +38,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from hipporag.core.meter import Spend, measure
 from hipporag.eval.scoring import score_method
@@ -266,32 +267,50 @@ def write_steps(run_dir: Path, rows: list[dict], difference: dict, memory_graph:
         + "."
     )
     (run_dir / STEPS_MD).write_text(f"# Continual memory, step by step\n\n{steps_table(rows)}\n\n{verdict}\n")
-    _plot(run_dir / STEPS_PNG, rows)
+    continual_plot(pd.DataFrame(rows), run_dir)
 
 
-def _plot(path: Path, rows: list[dict]) -> None:
+def continual_plot(steps: pd.DataFrame, out_dir: Path) -> Path | None:
+    """continual.png in `out_dir` (a sweep's plots/, or one run's folder): quality per step (mean and range over
+    the jobs), and seconds per step, incremental against rebuild (a library's own incremental step against its
+    one-shot build too)."""
+    if steps.empty:
+        return None
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = [r["step"] for r in rows]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    grouped = steps.groupby("step")
+    x = sorted(steps.step.unique())
     fig, (quality, cost) = plt.subplots(1, 2, figsize=(11, 4))
-    for key in sorted({k for r in rows for k in r if k.endswith("/recall@5") or k.endswith("/f1")}):
-        quality.plot(steps, [r.get(key) for r in rows], marker="o", label=key)
+    quality_columns = [c for c in steps.columns if "/" in c and (c.endswith("recall@5") or c.endswith("/f1"))]
+    for column in sorted(quality_columns):  # a library's incremental index's recall@5 beside its one-shot's
+        quality.plot(x, grouped[column].mean(), marker="o", label=column)
+        quality.fill_between(x, grouped[column].min(), grouped[column].max(), alpha=0.15)
     quality.set(xlabel="step", ylabel="score", title="quality on the answerable questions")
     if quality.get_legend_handles_labels()[0]:
         quality.legend(fontsize=8)
-    cost.plot(steps, [r["step_s"] for r in rows], marker="o", label="incremental step")
-    if all("rebuild_s" in r for r in rows):
-        cost.plot(steps, [r["rebuild_s"] for r in rows], marker="s", label="rebuild from scratch")
-    cost.set(xlabel="step", ylabel="seconds", title="cost per step")
+    cost.plot(x, grouped["step_s"].mean(), marker="o", label="shared index: incremental step")
+    if "rebuild_s" in steps.columns:
+        cost.plot(x, grouped["rebuild_s"].mean(), marker="s", label="shared index: rebuild from scratch")
+    for column in sorted(c for c in steps.columns if c.endswith("/incremental_step_s")):
+        library = column.split("/")[0]
+        cost.plot(x, grouped[column].mean(), marker="^", label=f"{library}: its incremental step")
+        if f"{library}/one_shot_index_s" in steps.columns:
+            cost.plot(
+                x, grouped[f"{library}/one_shot_index_s"].mean(), marker="v", label=f"{library}: its one-shot build"
+            )
+    cost.set(xlabel="step", ylabel="seconds (mean over the jobs)", title="cost per step")
     cost.legend(fontsize=8)
     for axes in (quality, cost):
-        axes.set_xticks(steps)
+        axes.set_xticks(x)
     fig.tight_layout()
+    path = out_dir / STEPS_PNG
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return path
 
 
 def edge_weights(index) -> dict[tuple[str, str], list[float]]:
