@@ -66,8 +66,9 @@ def continual_markdown(steps: pd.DataFrame) -> str:
     lines = [
         "\n\n## Continual memory\n",
         f"Mean per step over the jobs that have the column ({steps.job.nunique()} job(s) in all: the batch orders, "
-        "times any other knob swept); quality columns with their range across those jobs. `step_*`: what the incremental step cost; `rebuild_*`: `build_index` of the same passages from an "
-        "empty cache (each job's continual.md and continual.png have its own steps).\n",
+        "times any other knob swept); quality columns with their range across those jobs. `step_*`: what the "
+        "incremental step cost; `rebuild_*`: `build_index` of the same passages from an empty cache (each job's "
+        "continual.md and continual.png have its own steps).\n",
         "| step | " + " | ".join(numeric) + " |",
         "|---|" + "---|" * len(numeric),
     ]
