@@ -35,6 +35,16 @@ def scripted(tmp_path_factory, settings):
     server.stop()
 
 
+def fail_a_step(server, runner, batch: list[str]) -> None:
+    """A step inserting `batch` while the server answers every request 503: the library does not finish it."""
+    with pytest.raises(LibraryStepError, match="not finished"):
+        server.fail = lambda messages: True
+        try:
+            runner.step(batch, [])
+        finally:
+            server.fail = lambda messages: False
+
+
 @pytest.mark.slow
 def test_lightrag_grows_and_forgets_its_own_index(scripted):
     server, s, dataset, embedder, cache, _ = scripted
@@ -55,12 +65,7 @@ def test_lightrag_grows_and_forgets_its_own_index(scripted):
         present = [p for p in passages[:9] if p != forgotten]
         ranked = runner.rankings(present, dataset.queries[:5])
         assert len(ranked) == 5 and all(r.order.size and r.order.max() < len(present) for r in ranked)
-        with pytest.raises(LibraryStepError, match="not finished"):
-            server.fail = lambda messages: True  # every request answered 503
-            try:
-                runner.step(passages[9:10], [])
-            finally:
-                server.fail = lambda messages: False
+        fail_a_step(server, runner, passages[9:10])
         with pytest.raises(LibraryStepError, match="earlier step"):  # never used again: half-updated
             runner.rankings(present, dataset.queries[:5])
     finally:
@@ -136,12 +141,7 @@ def test_graphrag_grows_by_its_update_run_and_keeps_what_was_forgotten(scripted,
         shown = [r for r in ranked if r.diagnostics.get("shown_not_in_corpus")]
         assert all(r.diagnostics["shown_not_in_corpus"] == 1 for r in shown)
         good = runner.folder
-        with pytest.raises(LibraryStepError, match="not finished"):
-            server.fail = lambda messages: True  # every request answered 503
-            try:
-                runner.step(passages[9:10], [])
-            finally:
-                server.fail = lambda messages: False
+        fail_a_step(server, runner, passages[9:10])
         assert runner.folder == good and (good / "entities.parquet").is_file()  # the last good index, untouched
         assert len(list(runner.root.glob("index-*"))) == 1  # the failed step's copy is gone
         with pytest.raises(LibraryStepError, match="earlier step"):  # never used again
