@@ -249,24 +249,27 @@ class Corpus:
     line. (Not `hipporag.index(...)`: `hipporag.index` is the subpackage that builds indexes.)"""
 
     def __init__(self, passages: Sequence[str], *overrides: str):
-        from hipporag.cache.fs import set_cache_mode
-        from hipporag.index.build import build_index
-        from hipporag.index.embed import build_embedder
-        from hipporag.index.openie import build_extractor
+        from hipporag.run.pipeline import Pipeline
 
         passages = _texts(passages, "passages")
         self.overrides = tuple(overrides)
         self.settings = _settings(self.overrides)
-        knobs = self.settings.knobs
-        self.cache_dir = Path(knobs.cache_dir).expanduser()
-        set_cache_mode(knobs.cache_mode)
-        self._llms: dict[str, object] = {}
-        llm = self._llm(self.settings)
-        self.embedder = build_embedder(self.settings.embedder)
-        self.embedder.check_weights()
-        self.extractor = build_extractor(self.settings.extractor, llm, self.settings.prompts)
-        self.index, self.report = build_index(passages, self.extractor, self.embedder, knobs, self.cache_dir)
+        self.pipeline = Pipeline(self.settings)
+        self.pipeline.check_weights(methods=[])  # the embedder's; a method's own checkpoints when it ranks
+        self.index, self.report = self.pipeline.index(passages)
         self._memory = None
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.pipeline.cache_dir
+
+    @property
+    def embedder(self):
+        return self.pipeline.embedder
+
+    @property
+    def extractor(self):
+        return self.pipeline.extractor
 
     @property
     def passages(self) -> list[str]:
@@ -293,23 +296,13 @@ class Corpus:
         return self._step(lambda memory: memory.delete(list(ids)))
 
     def _step(self, change):
-        from hipporag.index.memory import Memory
-
         if self._memory is None:  # the first change: the memory takes the built index's passages (all cached)
-            memory = Memory(self.extractor, self.embedder, self.settings.knobs, self.cache_dir)
+            memory = self.pipeline.memory()
             memory.insert(self.passages)
             self._memory = memory
         report = change(self._memory)
         self.index = self._memory.index()
         return report
-
-    def _llm(self, settings):
-        from hipporag.llm.backends import build_llm
-
-        key = repr(settings.llm)
-        if key not in self._llms:  # models load lazily: a fully cached call never loads one
-            self._llms[key] = build_llm(settings.llm, self.cache_dir, fail_fast=settings.knobs.fail_on_llm_error)
-        return self._llms[key]
 
     def _method_settings(self, overrides: tuple[str, ...]):
         """The settings of the index's overrides followed by these; refused if they would change the index."""
@@ -328,35 +321,17 @@ class Corpus:
         return settings
 
     def _ranked(self, questions: Sequence[str], settings):
-        from hipporag.core.weights import check_weights
-        from hipporag.index.embed import EmbeddingCache
-        from hipporag.retrieval.methods import METHODS, RetrievalContext
-        from hipporag.retrieval.ranking_cache import key_values, rank
-
-        method, knobs, llm = settings.method, settings.knobs, self._llm(settings)
-        for source, what in METHODS[method.name].checkpoints(method.options, knobs):
-            check_weights(source, what)
+        self.pipeline.check_weights(settings, [settings.method])
         queries = _queries(questions)
-        ctx = RetrievalContext(
-            index=self.index,
-            embeddings=EmbeddingCache(self.embedder, self.cache_dir),
-            knobs=knobs,
-            llm=llm,
-            cache_dir=self.cache_dir,
-            prompts=settings.prompts,
-        )
-        values = key_values(knobs, method, llm, self.embedder, settings.prompts)
-        return queries, rank(method, ctx, queries, self.index, values).rankings
+        return queries, self.pipeline.rank(self.index, queries, settings.method, settings).rankings
 
     def retrieve(self, questions: Sequence[str], *overrides: str) -> list[Retrieved]:
         """Each question ranked by the method the overrides choose (`method=...`, its options, the knobs)."""
         return self._retrieved(questions, self._method_settings(overrides))
 
     def _retrieved(self, questions: Sequence[str], settings) -> list[Retrieved]:
-        from hipporag.llm.reader import reader_contexts
-
         queries, rankings = self._ranked(_texts(questions, "questions"), settings)
-        contexts = reader_contexts(rankings, self.passages, settings.knobs.qa_top_k)
+        contexts = self.pipeline.contexts(self.index, rankings, settings)
         top = settings.knobs.retrieval_top_k
         return [
             Retrieved(
@@ -373,21 +348,13 @@ class Corpus:
         """`retrieve`, then the reader (the prompt set's `reader` role, the `reader=` options) on what it shows."""
         import dataclasses
 
-        from hipporag.llm.reader import read
-
         settings = self._method_settings(overrides)
         retrieved = self._retrieved(questions, settings)
-        raw, answers, errors, _ = read(
-            self._llm(settings),
-            _queries([r.question for r in retrieved]),
-            [r.contexts for r in retrieved],
-            settings.prompts.reader,
-            settings.reader,
-            stage=f"reader/{settings.method.name}",
-        )
+        queries = _queries([r.question for r in retrieved])
+        read = self.pipeline.read(queries, [r.contexts for r in retrieved], settings.method.name, settings)
         return [
             dataclasses.replace(r, answer=a, response=text, error=e)
-            for r, a, text, e in zip(retrieved, answers, raw, errors)
+            for r, a, text, e in zip(retrieved, read.answers, read.raw, read.errors)
         ]
 
 

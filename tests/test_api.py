@@ -130,7 +130,7 @@ def test_a_corpus_answers_with_the_reader_and_the_answers_are_cached(tmp_path):
     reopened = hipporag.Corpus(corpus.passages, cache)
     again = reopened.answer(["What is the capital of Norland?"], "method=dense", "qa_top_k=2")
     assert [a.response for a in again] == [r.response]
-    [llm] = reopened._llms.values()
+    [llm] = reopened.pipeline._llms.values()  # answer() with the Corpus's own LLM config: no second LLM
     assert llm.usage["reader/dense"].cache_hits == 1  # the response cache answered: not asked again
 
 

@@ -14,11 +14,10 @@ pytest.importorskip("lightrag")
 
 from hipporag.core.textnorm import passage_id  # noqa: E402
 from hipporag.data.sources import load_dataset  # noqa: E402
-from hipporag.index.embed import EmbeddingCache, build_embedder  # noqa: E402
-from hipporag.index.openie import build_extractor  # noqa: E402
-from hipporag.llm.backends import build_llm  # noqa: E402
+from hipporag.index.embed import build_embedder  # noqa: E402
 from hipporag.retrieval.library_memory import LibraryStepError, library_memory  # noqa: E402
 from hipporag.run.continual import run_protocol  # noqa: E402
+from hipporag.run.pipeline import Pipeline  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +34,12 @@ def scripted(tmp_path_factory, settings):
     server.stop()
 
 
+def library_runner(s, embedder, cache):
+    """The settings' library grown by its own incremental path, with a run's parts (`Pipeline`)."""
+    pipeline = Pipeline(s, cache_dir=cache, embedder=embedder)
+    return library_memory(s.method, pipeline.llm, pipeline.embeddings, cache)
+
+
 def fail_a_step(server, runner, batch: list[str]) -> None:
     """A step inserting `batch` while the server answers every request 503: the library does not finish it."""
     with pytest.raises(LibraryStepError, match="not finished"):
@@ -48,8 +53,7 @@ def fail_a_step(server, runner, batch: list[str]) -> None:
 @pytest.mark.slow
 def test_lightrag_grows_and_forgets_its_own_index(scripted):
     server, s, dataset, embedder, cache, _ = scripted
-    llm = build_llm(s.llm, cache)
-    runner = library_memory(s.method, llm, EmbeddingCache(embedder, cache), cache)
+    runner = library_runner(s, embedder, cache)
     passages = dataset.passage_texts()
     try:
         done = runner.step(passages[:6], [])
@@ -81,8 +85,7 @@ def protocol_rows(scripted, method: str) -> list[dict]:
 
     knobs = ("continual_batches=3", "continual_delete=0.2", "continual_rebuild=false", "read=false")
     s = load_settings(compose(*overrides, f"method={method}", "baseline=null", *knobs))
-    llm = build_llm(s.llm, cache)
-    _, rows, _ = run_protocol(dataset, s, build_extractor(s.extractor, None), embedder, llm, cache)
+    _, rows, _ = run_protocol(dataset, Pipeline(s, cache_dir=cache, embedder=embedder))
     assert [r["step"] for r in rows] == [1, 2, 3]
     for r in rows:
         assert r[f"{method}/incremental_step_s"] > 0 and r[f"{method}/one_shot_index_s"] > 0
@@ -102,23 +105,15 @@ def test_the_protocol_measures_lightrags_incremental_index_against_its_one_shot_
     assert all(r["lightrag/incremental_shows_forgotten"] == 0 for r in rows)
 
 
-@pytest.fixture(scope="module")
-def graphrag_runner(scripted):
-    pytest.importorskip("graphrag")
-    server, s, dataset, embedder, cache, overrides = scripted
-    from hipporag.run.settings import compose, load_settings
-
-    s = load_settings(compose(*overrides, "method=graphrag", "baseline=null"))
-    return s, build_llm(s.llm, cache)
-
-
 @pytest.mark.slow
-def test_graphrag_grows_by_its_update_run_and_keeps_what_was_forgotten(scripted, graphrag_runner):
+def test_graphrag_grows_by_its_update_run_and_keeps_what_was_forgotten(scripted):
+    pytest.importorskip("graphrag")
     import pandas as pd
 
-    server, _, dataset, embedder, cache, _ = scripted
-    s, llm = graphrag_runner
-    runner = library_memory(s.method, llm, EmbeddingCache(embedder, cache), cache)
+    from hipporag.run.settings import compose, load_settings
+
+    server, _, dataset, embedder, cache, overrides = scripted
+    runner = library_runner(load_settings(compose(*overrides, "method=graphrag", "baseline=null")), embedder, cache)
     passages = dataset.passage_texts()
     try:
         done = runner.step(passages[:6], [])

@@ -16,13 +16,10 @@ import numpy as np
 import pytest
 
 from hipporag.data.sources import load_dataset
-from hipporag.index.build import build_index
-from hipporag.index.embed import EmbeddingCache, build_embedder
-from hipporag.index.openie import build_extractor
-from hipporag.llm.backends import build_llm
-from hipporag.retrieval.methods import METHODS, RetrievalContext, register_method
+from hipporag.retrieval.methods import METHODS, register_method
 from hipporag.retrieval.methods.base import Ranking, ranking_violations
-from hipporag.retrieval.ranking_cache import key_values, rank, unkeyed_reads
+from hipporag.retrieval.ranking_cache import key_values, unkeyed_reads
+from hipporag.run.pipeline import Pipeline
 
 # the settings each method is run under besides its YAML's: its LLM paths and linkings (a method not named
 # here runs under its YAML alone, so a new method is covered as soon as it is registered); {tiny_colbert} is
@@ -101,32 +98,24 @@ def demo(tmp_path_factory, settings):
     cache = tmp_path_factory.mktemp("contract-cache")
     s = settings()
     dataset = load_dataset(s.dataset)
-    embedder = build_embedder(s.embedder)
-    index, _ = build_index(dataset.passage_texts(), build_extractor(s.extractor, None), embedder, s.knobs, cache)
+    pipeline = Pipeline(s, cache_dir=cache)
+    index, _ = pipeline.index(dataset.passage_texts())
+    embedder = pipeline.embedder
     llm_overrides = ("llm=openai", "llm.model=scripted", f"llm.base_url={server.base_url}", "llm.max_retries=0")
     yield dataset, index, embedder, cache, llm_overrides
     server.stop()
 
 
 def ranked(demo, *overrides, method=None, rankings_in=None):
-    """`ranking_cache.rank` as a run calls it, under `python run.py OVERRIDES`'s settings (`method`: a
-    `Configured` method in place of the settings' one; `rankings_in`: another cache folder for the rankings)."""
+    """A run's ranking (`Pipeline.rank`) under `python run.py OVERRIDES`'s settings (`method`: a `Configured`
+    method in place of the settings' one; `rankings_in`: another cache folder for the rankings)."""
     from hipporag.run.settings import compose, load_settings
 
     dataset, index, embedder, cache, llm_overrides = demo
     s = load_settings(compose(*llm_overrides, *overrides))
-    method = method or s.method
-    llm = build_llm(s.llm, cache)
-    ctx = RetrievalContext(
-        index=index,
-        embeddings=EmbeddingCache(embedder, cache),
-        knobs=s.knobs,
-        llm=llm,
-        cache_dir=rankings_in or cache,
-        prompts=s.prompts,
-    )
-    values = key_values(s.knobs, method, llm, embedder, s.prompts)
-    return rank(method, ctx, dataset.queries, index, values), values
+    pipeline = Pipeline(s, cache_dir=cache, embedder=embedder)
+    values = key_values(s.knobs, method or s.method, pipeline.llm, embedder, s.prompts)
+    return pipeline.rank(index, dataset.queries, method, cache_dir=rankings_in), values
 
 
 def same(a: list[Ranking], b: list[Ranking]) -> bool:

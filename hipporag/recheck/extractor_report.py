@@ -15,6 +15,7 @@ file through `extractor=imported extractor.path=...`) the way a run would build 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -24,11 +25,8 @@ from pathlib import Path
 from hipporag.core.errors import SettingError
 from hipporag.core.textnorm import passage_id
 from hipporag.data.sources import load_dataset
-from hipporag.index.build import build_index
-from hipporag.index.embed import build_embedder
 from hipporag.index.graph_shape import graph_shape
-from hipporag.index.openie import build_extractor, run_openie
-from hipporag.llm.backends import build_llm
+from hipporag.index.openie import run_openie
 from hipporag.run.settings import compose, load_settings
 
 log = logging.getLogger(__name__)
@@ -69,6 +67,7 @@ def measure_candidate(
 ) -> tuple[Measured, list]:
     """One candidate: a retrieval-only run, then its (cached) extraction and graph read back."""
     from hipporag.run.experiment import run_experiment  # torch and friends: only once the options are known
+    from hipporag.run.pipeline import Pipeline
 
     overrides = [*base, *FIXED, *candidate.overrides, f"cache_dir={cache_dir}"]
     cfg = compose(*overrides)
@@ -79,10 +78,11 @@ def measure_candidate(
 
     dataset = load_dataset(settings.dataset)
     passages = dataset.passage_texts()
-    llm = build_llm(settings.llm, cache_dir, fail_fast=True)
-    extractor = build_extractor(settings.extractor, llm, settings.prompts)
+    strict = dataclasses.replace(settings, knobs=settings.knobs.replace(fail_on_llm_error=True))
+    pipeline = Pipeline(strict, cache_dir=cache_dir)
+    extractor = pipeline.extractor
     extractions, stats = run_openie(passages, extractor, cache_dir)  # cached by the run: a read
-    index, _ = build_index(passages, extractor, build_embedder(settings.embedder), settings.knobs, cache_dir)
+    index, _ = pipeline.index(passages)
     speed = {}
     if settings.extractor.name not in ("llm", "imported") and speed_sample:
         sample = passages[:speed_sample]

@@ -41,14 +41,8 @@ import numpy as np
 import pandas as pd
 
 from hipporag.core.meter import Spend, measure
-from hipporag.eval.scoring import score_method
-from hipporag.index.build import build_index
-from hipporag.index.embed import EmbeddingCache
 from hipporag.index.memory import Memory, StepReport
-from hipporag.llm.reader import read, reader_contexts
 from hipporag.retrieval.library_memory import LibraryStepError, library_memory
-from hipporag.retrieval.methods import RetrievalContext
-from hipporag.retrieval.ranking_cache import key_values, rank
 
 log = logging.getLogger(__name__)
 
@@ -78,18 +72,19 @@ def _tokens(s: Spend) -> int:
     return s.input_tokens + s.output_tokens + s.cached_input_tokens + s.cached_output_tokens
 
 
-def run_protocol(dataset, settings, extractor, embedder, llm, cache_dir: Path) -> tuple[Memory, list[dict], list]:
-    """Every step of the protocol; returns the memory, one row per step, and the questions answerable at the end."""
+def run_protocol(dataset, pipeline) -> tuple[Memory, list[dict], list]:
+    """Every step of the protocol with the run's parts (`run.pipeline.Pipeline`); returns the memory, one row
+    per step, and the questions answerable at the end."""
+    settings, llm, embeddings = pipeline.settings, pipeline.llm, pipeline.embeddings
     knobs = settings.knobs
     rng = random.Random(knobs.continual_seed)
-    memory = Memory(extractor, embedder, knobs, cache_dir)
+    memory = pipeline.memory()
     rows: list[dict] = []
     steps = plan(dataset.passage_texts(), knobs.continual_batches, knobs.continual_seed)
     queries: list = []
-    embeddings = EmbeddingCache(embedder, cache_dir)
     libraries = {}
     for method in settings.methods_to_run():
-        runner = library_memory(method, llm, embeddings, cache_dir)
+        runner = library_memory(method, llm, embeddings, pipeline.cache_dir)
         if runner is not None:
             libraries[method.name] = runner
     try:
@@ -118,13 +113,13 @@ def run_protocol(dataset, settings, extractor, embedder, llm, cache_dir: Path) -
                 "step_llm_tokens": _tokens(cost),
                 "peak_rss_mb": cost.peak_rss_mb,
             }
-            scores, ranked = _scores(settings, index, queries, embeddings, llm, cache_dir)
+            scores, ranked = _scores(pipeline, index, queries)
             row.update(scores)
             for name, step_row in grown.items():
                 row.update(step_row)
-                row.update(_against_one_shot(name, libraries[name], memory, index, queries, ranked.get(name), knobs))
+                row.update(_against_one_shot(name, libraries[name], memory, index, queries, ranked.get(name), pipeline))
             if knobs.continual_rebuild:
-                row.update(_rebuild(memory.passages, extractor, embedder, knobs))
+                row.update(_rebuild(memory.passages, pipeline))
             rows.append(row)
             log.info(
                 "continual step %d/%d: %d passages (+%d, -%d), %d questions answerable, step %.2f s%s",
@@ -143,29 +138,18 @@ def run_protocol(dataset, settings, extractor, embedder, llm, cache_dir: Path) -
     return memory, rows, queries
 
 
-def _scores(settings, index, queries, embeddings, llm, cache_dir: Path) -> tuple[dict, dict]:
+def _scores(pipeline, index, queries) -> tuple[dict, dict]:
     """recall@2/@5 (and EM/F1 with read=true) of every method of the run on the step's questions; and each
     method's rankings with what computing them cost (`Ranked`)."""
-    knobs = settings.knobs
+    knobs = pipeline.settings.knobs
     out, ranked_by_method = {}, {}
     if not queries:
         return out, ranked_by_method
-    ctx = RetrievalContext(
-        index=index, embeddings=embeddings, knobs=knobs, llm=llm, cache_dir=cache_dir, prompts=settings.prompts
-    )
-    for method in settings.methods_to_run():
+    for method in pipeline.settings.methods_to_run():
         name = method.name
-        ranked = ranked_by_method[name] = rank(
-            method, ctx, queries, index, key_values(knobs, method, llm, embeddings.embedder, settings.prompts)
-        )
-        rankings = ranked.rankings
-        raw = answers = errors = None
-        if knobs.read:
-            contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
-            raw, answers, errors, _ = read(
-                llm, queries, contexts, settings.prompts.reader, settings.reader, stage=f"reader/{name}"
-            )
-        summary, _ = score_method(name, queries, index, rankings, answers, raw, knobs.retrieval_top_k, errors)
+        ranked = ranked_by_method[name] = pipeline.rank(index, queries, method)
+        read = pipeline.read(queries, pipeline.contexts(index, ranked.rankings), name) if knobs.read else None
+        summary, _ = pipeline.score(index, queries, ranked.rankings, read, name)
         for key in ("recall@2", "recall@5", "em", "f1"):
             if summary.get(key) is not None:
                 out[f"{name}/{key}"] = round(summary[key], 4)
@@ -192,7 +176,7 @@ def _library_step(runner, batch: list[str], forgotten: list[str], llm, embedding
     }
 
 
-def _against_one_shot(name: str, runner, memory, index, queries, one_shot, knobs) -> dict:
+def _against_one_shot(name: str, runner, memory, index, queries, one_shot, pipeline) -> dict:
     """The grown library index against its one-shot build of the same passages (`rank`'s, `one_shot`): what
     the one-shot build cost, the share of questions ranked identically, recall@5 on the grown index."""
     out = {}
@@ -205,7 +189,7 @@ def _against_one_shot(name: str, runner, memory, index, queries, one_shot, knobs
         return out
     grown = runner.rankings(memory.passages, queries)
     same = sum(np.array_equal(a.order, b.order) for a, b in zip(grown, one_shot.rankings))
-    summary, _ = score_method(name, queries, index, grown, None, None, knobs.retrieval_top_k, None)
+    summary, _ = pipeline.score(index, queries, grown, None, name)
     out[f"{name}/incremental_identical"] = round(same / len(queries), 4)
     shows = sum(bool(r.diagnostics.get("shown_not_in_corpus")) for r in grown)
     out[f"{name}/incremental_shows_forgotten"] = round(shows / len(queries), 4)
@@ -214,10 +198,10 @@ def _against_one_shot(name: str, runner, memory, index, queries, one_shot, knobs
     return out
 
 
-def _rebuild(passages: list[str], extractor, embedder, knobs) -> dict:
-    """What `build_index` of these passages costs from an empty cache."""
+def _rebuild(passages: list[str], pipeline) -> dict:
+    """What `build_index` of these passages costs from an empty cache (the run's parts, another cache folder)."""
     with tempfile.TemporaryDirectory(prefix="hipporag-rebuild-") as tmp:
-        _, report = build_index(passages, extractor, embedder, knobs, Path(tmp))
+        _, report = pipeline.index(passages, Path(tmp))
     cost = sum(report.spend.values(), Spend())
     return {
         "rebuild_s": round(cost.wall_s, 3),

@@ -6,29 +6,22 @@ cache hits, counts) that makes every printed number traceable.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from hipporag.cache.fs import set_cache_mode
 from hipporag.core import failpoints
 from hipporag.core.meter import measure
 from hipporag.core.redact import redact
-from hipporag.core.weights import check_weights
 from hipporag.data.sources import load_dataset
 from hipporag.eval import metrics as M
-from hipporag.eval.scoring import score_method
 from hipporag.eval.uncertainty import add_uncertainty
-from hipporag.index.build import build_index
-from hipporag.index.embed import EmbeddingCache, build_embedder, truncation_check
-from hipporag.index.openie import build_extractor
-from hipporag.llm.backends import build_llm
-from hipporag.llm.reader import read, reader_contexts
-from hipporag.retrieval.methods import METHODS, RetrievalContext
-from hipporag.retrieval.ranking_cache import key_values, rank
+from hipporag.index.embed import truncation_check
 from hipporag.run.ledger import method_ledger
+from hipporag.run.pipeline import Pipeline
 from hipporag.run.provenance import collect_provenance
 from hipporag.run.record import Bootstrap, IndexRecord, MethodRecord, PromptsUsed, RankingServed, RunRecord, StageUsage
 from hipporag.run.settings import Settings, load_settings
@@ -101,8 +94,6 @@ def run_experiment(
     settings = settings or load_settings(cfg)
     knobs = settings.knobs
     timings: dict[str, float] = {}
-    cache_dir = Path(knobs.cache_dir).expanduser()
-    set_cache_mode(knobs.cache_mode)  # every store opened from here on follows it (cache.fs)
 
     t0 = time.perf_counter()
     dataset = load_dataset(settings.dataset)
@@ -118,26 +109,22 @@ def run_experiment(
         )
         log.warning(adjusted[-1])
         knobs = knobs.replace(qa_top_k=len(passages))
+        settings = dataclasses.replace(settings, knobs=knobs)
 
-    # models load lazily: a fully cached run never loads one
-    llm = build_llm(settings.llm, cache_dir, fail_fast=knobs.fail_on_llm_error)
-    extractor = build_extractor(settings.extractor, llm, settings.prompts)
-    embedder = build_embedder(settings.embedder)
-    embedder.check_weights()  # before any work: a model neither on disk nor reachable is one line, not a traceback
-    for method in settings.methods_to_run():  # and the checkpoints a method loads itself (ColBERTv2)
-        for source, what in METHODS[method.name].checkpoints(method.options, knobs):
-            check_weights(source, what)
+    pipeline = Pipeline(settings)  # models load lazily: a fully cached run never loads one
+    pipeline.check_weights()
+    llm, extractor, embedder, cache_dir = pipeline.llm, pipeline.extractor, pipeline.embedder, pipeline.cache_dir
     queries = dataset.queries
     continual = None
     if knobs.continual_batches:  # the corpus in batches, partly forgotten: the record is then the final state's
         from hipporag.run.continual import run_protocol
 
         t0 = time.perf_counter()
-        memory, continual, queries = run_protocol(dataset, settings, extractor, embedder, llm, cache_dir)
+        memory, continual, queries = run_protocol(dataset, pipeline)
         passages = memory.passages
         timings["continual_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    index, report = build_index(passages, extractor, embedder, knobs, cache_dir)
+    index, report = pipeline.index(passages)
     timings["index_s"] = time.perf_counter() - t0
     if continual is not None:
         from hipporag.run.continual import graph_difference, write_steps
@@ -159,10 +146,6 @@ def run_experiment(
                 hint="lower continual_delete",
             )
 
-    embeddings = EmbeddingCache(embedder, cache_dir)
-    ctx = RetrievalContext(
-        index=index, embeddings=embeddings, knobs=knobs, llm=llm, cache_dir=cache_dir, prompts=settings.prompts
-    )
     all_records: list[dict] = []
     method_metrics: dict[str, dict] = {}
     ledgers: dict[str, dict] = {}
@@ -170,26 +153,19 @@ def run_experiment(
     for method in settings.methods_to_run():
         name = method.name
         t0 = time.perf_counter()
-        ranked = rank(method, ctx, queries, index, key_values(knobs, method, llm, embedder, settings.prompts))
+        ranked = pipeline.rank(index, queries, method)
         rankings = ranked.rankings
         ranking_records[name] = RankingServed(ranked.cache, ranked.key, ranked.reads)
         t_retrieve = time.perf_counter() - t0
-        contexts = reader_contexts(rankings, index.passages, knobs.qa_top_k)
         t0 = time.perf_counter()
         with measure(llm, None) as read_spend:
-            raw, answers, read_errors, responses = (
-                read(llm, queries, contexts, settings.prompts.reader, settings.reader, stage=f"reader/{name}")
-                if knobs.read
-                else (None, None, None, None)
-            )
+            read = pipeline.read(queries, pipeline.contexts(index, rankings), name) if knobs.read else None
         t_read = time.perf_counter() - t0
         parts = method.part.parts_of(method.options)
         ledgers[name] = method_ledger(
-            parts, report, ranked, read_spend if knobs.read else None, responses, len(queries)
+            parts, report, ranked, read_spend if read else None, read.responses if read else None, len(queries)
         )
-        summary, records = score_method(
-            name, queries, index, rankings, answers, raw, knobs.retrieval_top_k, read_errors
-        )
+        summary, records = pipeline.score(index, queries, rankings, read, name)
         summary.update(retrieve_s=t_retrieve, read_s=t_read)
         method_metrics[name] = summary
         all_records.extend(records)
@@ -244,8 +220,8 @@ def run_experiment(
         ),
         openie={**vars(report.openie), **({"import": extractor.report} if hasattr(extractor, "report") else {})},
         cache={
-            "embedding_hits": report.embedding_hits + embeddings.hits,
-            "embedding_misses": report.embedding_misses + embeddings.misses,
+            "embedding_hits": report.embedding_hits + pipeline.embeddings.hits,
+            "embedding_misses": report.embedding_misses + pipeline.embeddings.misses,
         },
         llm_usage=usage,
         timings={**report.timings, **timings},
