@@ -139,17 +139,16 @@ def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_hol
     assert unkeyed_reads(name, values, set(first.reads)) == set(), f"method {name} reads outside its key"
     from hipporag.run.settings import compose, load_settings
 
-    declared = METHODS[name].parts_of(load_settings(compose(*demo[4], f"method={name}", *variant)).method.options)
+    options = load_settings(compose(*demo[4], f"method={name}", *variant)).method.options
+    declared = METHODS[name].parts_of(options)
     # the cost ledger charges a method for the index parts it declares: it must read no other
     assert set(first.index_reads) <= set(declared), f"method {name} reads index parts it does not declare"
     assert first.cache == "stored", first.cache
     again, _ = ranked(demo, f"method={name}", *variant)  # the same settings: served from the cache, intact
     assert again.cache == "loaded" and again.key == first.key and same(first.rankings, again.rankings)
     assert again.made == first.made  # what computing it cost is kept with it, for the ledger of a warm run
-    # the index a method builds for itself, and what it cost, is kept with its ranking too
-    builds_own = name in ("raptor", "lightrag", "graphrag", "colbertv2", "proposition")
-    builds_own = builds_own or "method.linker=colbertv2" in variant
-    assert (first.made["own_index"] is not None) == builds_own
+    # the index a method builds for itself (as it declares: `own_index`), and what it cost, is kept with its ranking
+    assert (first.made["own_index"] is not None) == METHODS[name].builds_own_index(options), "own_index"
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from hipporag.core.paths import CONF_DIR, group_config
 from hipporag.core.registry import Configured, Registry, construct, option
 from hipporag.core.rules import integer, text
 from hipporag.paper.compare import ablation_knobs
+from hipporag.paper.labels import LABELS, PaperLabels
 from hipporag.retrieval.methods import METHODS, get_method, register_method
 from hipporag.retrieval.ranking_cache import ranking_key
 from hipporag.run.settings import REGISTRIES, compose, load_settings
@@ -25,14 +26,7 @@ class ToyOptions:
 
 @pytest.fixture
 def toy_method(tmp_path, monkeypatch):
-    @register_method(
-        "toy",
-        cache_knobs=("method_options", "damping"),
-        options=ToyOptions,
-        setting_fields=("retriever", "llm"),
-        llm_role="toy LLM",
-        ablation_knobs=("passage_nodes",),
-    )
+    @register_method("toy", cache_knobs=("method_options", "damping"), options=ToyOptions)
     class Toy:
         def __init__(self, options):
             self.options = options
@@ -49,6 +43,10 @@ def toy_method(tmp_path, monkeypatch):
         else group_config(group, name)
     )
     monkeypatch.setattr("hipporag.retrieval.methods.registry.group_config", shipped)
+    # the papers' words for it, where the paper comparison reads them
+    monkeypatch.setitem(
+        LABELS, "toy", PaperLabels(setting_fields=("retriever", "llm"), ablation_knobs=("passage_nodes",))
+    )
     yield Toy
     METHODS.remove("toy")
 

@@ -25,6 +25,7 @@ import yaml
 from hipporag.core import safe_yaml
 from hipporag.core.errors import EXIT_USER_ERROR, SettingError, UserError
 from hipporag.core.paths import CONF_DIR, group_config
+from hipporag.paper.labels import LABELS, labels
 from hipporag.paper.numbers import (
     DATASET_LABELS,
     METRICS,
@@ -51,9 +52,8 @@ from hipporag.run.sweep_folders import job_overrides, read_sweep
 
 
 def ablation_knobs(method: str) -> tuple[str, ...]:
-    """The switches that define an ablation of `method` (its registry entry; conf/ablation/*.yaml set them)."""
-    spec = METHODS.get(method)
-    return spec.ablation_knobs if spec else ()
+    """The switches that define an ablation of `method` (`paper.labels`; conf/ablation/*.yaml set them)."""
+    return labels(method).ablation_knobs
 
 
 class ReproduceError(ValueError):
@@ -143,7 +143,7 @@ def _ablation_definitions() -> tuple[dict, dict]:
     config = CONF_DIR / "config.yaml"
     defaults = (yaml.safe_load(config.read_text()) or {}) if config.is_file() else {}
     ablations = {p.stem: yaml.safe_load(p.read_text()) or {} for p in sorted((CONF_DIR / "ablation").glob("*.yaml"))}
-    named = {k for method in METHODS for k in ablation_knobs(method)} | {k for spec in ablations.values() for k in spec}
+    named = {k for method in LABELS for k in ablation_knobs(method)} | {k for spec in ablations.values() for k in spec}
     switches = {k: defaults[k] for k in sorted(named) if k in defaults}
     return switches, ablations
 
@@ -205,8 +205,8 @@ def our_setting(method: str, cfg: dict) -> dict:
     if spec is not None and spec.base_of is not None:
         return _wrapped_setting(spec, cfg)
     emb = cfg.get("embedder") or {}
-    label = spec.retriever_label(values) if spec and callable(spec.retriever_label) else spec and spec.retriever_label
-    retriever = label or _model_name(emb.get("path")) or str(emb.get("model", "?"))
+    tables = labels(method)
+    retriever = tables.retriever(values) or _model_name(emb.get("path")) or str(emb.get("model", "?"))
     ext = cfg.get("extractor") or {}
     llm = (cfg.get("llm") or {}).get("model", "?")
     extractor = {
@@ -215,11 +215,11 @@ def our_setting(method: str, cfg: dict) -> dict:
         "llm": str(llm),
         "rebel": "REBEL" + ("" if _model_name(ext.get("model")) == "rebel-large" else f" {ext.get('model')}"),
     }.get(ext.get("name"), str(ext.get("name", "?")))
-    if spec is None or "llm" not in spec.setting_fields:
+    if spec is None or "llm" not in tables.setting_fields:
         llm_used = ""  # a method without an LLM column (dense, bm25)
     else:
-        llm_used = str(llm) if spec.uses_llm(values) else spec.no_llm_label
-    return {"retriever": retriever, "extractor": extractor, "llm": llm_used, **reader_setting(cfg, spec)}
+        llm_used = str(llm) if spec.uses_llm(values) else tables.no_llm_label
+    return {"retriever": retriever, "extractor": extractor, "llm": llm_used, **reader_setting(cfg, method)}
 
 
 def _wrapped_setting(spec, cfg: dict) -> dict:
@@ -234,7 +234,7 @@ def _wrapped_setting(spec, cfg: dict) -> dict:
     return {**setting, "base": base, "max_steps": opts.get("max_steps"), "step_top_k": opts.get("step_top_k")}
 
 
-def reader_setting(cfg: dict, spec=None) -> dict:
+def reader_setting(cfg: dict, method: str | None = None) -> dict:
     """How our job read (for the QA tables): `read`, the reader LLM (the `llm` group), the passages it read
     (`qa_top_k`; 0 for the reader alone, "own" for a method whose reader reads the library's own answer or
     context: the method's `reader_sees`) and the prompt set (the `prompts` knob, or a `prompts` group's `name`;
@@ -242,7 +242,7 @@ def reader_setting(cfg: dict, spec=None) -> dict:
     prompts = cfg.get("prompts")
     if isinstance(prompts, dict):
         prompts = prompts.get("name")
-    sees = spec.reader_sees if spec is not None else "passages"
+    sees = labels(method).reader_sees
     return {
         "read": bool(cfg.get("read", True)),
         "reader": str((cfg.get("llm") or {}).get("model", "?")),
@@ -359,19 +359,17 @@ def match_paper_row(row: OurRow, table: Table, paper_rows: list[dict], dataset: 
 
 def _differences(row: OurRow, paper: dict, dataset: str, note: str, table: Table) -> list[str]:
     out = []
-    spec = METHODS.get(row.method)
-    fields = spec.setting_fields if spec else ("retriever",)
+    tables = labels(row.method)
+    fields = tables.setting_fields
     if row.base and METHODS.get(row.base):  # IRCoT: its base's setting too (HippoRAG's OpenIE)
-        fields = tuple(dict.fromkeys((*METHODS.get(row.base).setting_fields, *fields)))
+        fields = tuple(dict.fromkeys((*labels(row.base).setting_fields, *fields)))
     for fld in fields:
         theirs, ours = paper.get(fld, ""), row.setting.get(fld, "")
         if not theirs or _norm(theirs) == _norm(ours) or (fld == "retriever" and _same_model(ours, theirs)):
             continue
         if fld == "extractor" and ours.startswith("imported ") and _norm(theirs) in _norm(ours):
             continue  # the paper's own LLM's OpenIE, imported (e.g. openie_results_ner_gpt-3.5-turbo-1106.json)
-        label = {"retriever": "retriever", "extractor": "OpenIE", "llm": (spec.llm_role if spec else None) or "LLM"}[
-            fld
-        ]
+        label = {"retriever": "retriever", "extractor": "OpenIE", "llm": tables.llm_role or "LLM"}[fld]
         out.append(f"{label} {ours} vs {theirs}")
     if table.by == "ablation" and row.switches:
         out.append("ours: " + ", ".join(f"{k}={v}" for k, v in row.switches.items()))
@@ -439,9 +437,9 @@ def _difference_lines(matched: list[tuple[str, list[str]]]) -> list[str]:
     groups: dict[tuple, list[str]] = {}
     for label, diffs in matched:
         groups.setdefault(tuple(d for d in diffs if d not in common), []).append(label)
-    for rest, labels in groups.items():
+    for rest, rows in groups.items():
         lines.append(
-            f"- {'; '.join(labels)}: "
+            f"- {'; '.join(rows)}: "
             + ("; ".join(rest) if rest else ("no further difference" if common else "same setting as the paper"))
         )
     return lines

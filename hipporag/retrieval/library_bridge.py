@@ -205,3 +205,162 @@ def event_loop():
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+class LibraryMethod:
+    """The base of a retrieval method run through a compared system's own library (LightRAG, GraphRAG).
+
+    An adapter declares what is its own, as class attributes, and writes `build` (the library's indexing into a
+    folder) and `retrieve` (its queries); everything every such method needs alike is here, so an adapter
+    cannot get it wrong by omission:
+    - `index_identity`: the key of its built index, from the shared parts (library and version, corpus, the
+      LLM with its decoding, embedder, vector size, tokenizer) plus the options the adapter names in
+      `index_options`. An adapter never writes its own (`tests/test_library_methods.py` gives each registered
+      adapter two LLMs and two embedders and fails, naming it, if its index would be the same);
+    - `hooks(llm, embeddings)`, `library_llm(llm)`: the run's LLM and embedder behind the library's hooks (`LibraryLLM`, `LibraryEmbedder`),
+      and the embedder's query instruction;
+    - `own_index(...)`: the index loaded from the cache or built (`library_index`: lock, atomic publish,
+      unpublished when a request failed), its cost for the ledger (`self.index_cost`);
+    - `documents(passages)`: one document per distinct passage, `p<index>`, a repeat indexed once; `position`
+      maps a document id back to its passage;
+    - `check_lengths(passages)`: a passage longer than one chunk is refused before any request, naming it.
+    The library itself is imported by the adapter on first use (it is heavy and optional); its version is pinned
+    in `PINNED` only and checked by `check` before any work."""
+
+    dist: str = ""  # its distribution on PyPI, pinned in PINNED
+    library: str = ""  # the method's name, the stage prefix of its LLM requests, its cache folder
+    tokenizer_name: str = ""  # the tokenizer that counts its chunks, in its index's identity
+    index_options: tuple[str, ...] = ()  # the options that shape its index (the rest are query options)
+    chunk_option: str = ""  # the option bounding a passage's tokens (one passage is one chunk)
+    chunk_word: str = "chunk"  # what the library calls a passage's piece, in messages
+
+    def __init__(self, options):
+        self.options = options
+        self.index_loaded = False
+
+    # ------------------------------------------------------------------------ what an adapter writes
+    @staticmethod
+    def classify(messages: list[dict]) -> str:
+        """The kind of one of its LLM requests (`<library>/<kind>` is the usage stage it is counted under)."""
+        raise NotImplementedError
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of a passage as its chunker counts them."""
+        raise NotImplementedError
+
+    def build(
+        self, folder: Path, llm: LibraryLLM, embedder: LibraryEmbedder, prefix: str, dim: int, passages, work_root: Path
+    ) -> dict:
+        """The library's indexing of `passages` into `folder` (`work_root`: where its scratch folders go); its
+        stats. Raises `Uncacheable` when a request failed (the folder is then used by this run only)."""
+        raise NotImplementedError
+
+    # --------------------------------------------------------------------------- shared by every one
+    @classmethod
+    def check(cls, options=None) -> str:
+        """Before any work: the pinned library is installed (one line naming the fix otherwise)."""
+        return library_version(cls.dist, cls.library)
+
+    def index_identity(self, ctx, dim: int) -> dict:
+        from hipporag.cache.keys import corpus_hash
+        from hipporag.core.registry import options_dict
+
+        opts = options_dict(self.options)
+        return {
+            "library": self.dist,
+            "version": library_version(self.dist, self.library),
+            "corpus": corpus_hash(ctx.index.passages),
+            "llm": {"identity": ctx.llm.identity, "decoding": ctx.llm.decoding},
+            "embedder": ctx.embeddings.embedder.identity,
+            "dim": dim,
+            "tokenizer": self.tokenizer_name,
+            "options": {k: list(opts[k]) if isinstance(opts[k], tuple) else opts[k] for k in self.index_options},
+        }
+
+    def library_llm(self, llm) -> LibraryLLM:
+        """The run's LLM behind the library's completion hook, its requests capped at `method.max_new_tokens`
+        and counted (`requests`, `failures`) from here on."""
+        return LibraryLLM(llm, self.library, self.options.max_new_tokens, self.classify)
+
+    def hooks(self, llm, embeddings) -> tuple[LibraryLLM, LibraryEmbedder, str]:
+        """The run's LLM (`library_llm`) and embedding cache behind the library's hooks, and the instruction
+        its query embeddings get."""
+        embedder = LibraryEmbedder(embeddings, self.library)
+        return self.library_llm(llm), embedder, embeddings.embedder.query_prefix("query_to_passage")
+
+    def check_lengths(self, passages: list[str]) -> None:
+        limit = getattr(self.options, self.chunk_option)
+        for i, p in enumerate(passages):
+            n = self.count_tokens(p)
+            if n > limit:
+                from hipporag.core.errors import DatasetError
+
+                raise DatasetError(
+                    f"{self.library}: passage {i} has {n} tokens ({self.tokenizer_name}), more than "
+                    f"method.{self.chunk_option}={limit}: it would be split into several {self.chunk_word}s; raise "
+                    f"method.{self.chunk_option} (one passage is one {self.chunk_word})"
+                )
+
+    def documents(self, passages: list[str]) -> tuple[list[str], list[str]]:
+        """(ids, texts): one document per distinct passage, named `p<its first index>` (recall reads texts, so
+        a repeat counts as retrieved with it)."""
+        first: dict[str, int] = {}
+        for i, p in enumerate(passages):
+            first.setdefault(p, i)
+        if len(first) < len(passages):
+            log.warning("%s: %d repeated passages indexed once each", self.library, len(passages) - len(first))
+        return [f"p{i}" for i in first.values()], list(first)
+
+    @staticmethod
+    def position(n_passages: int) -> Callable[[str], int | None]:
+        """A document id (`p<index>`) back to its passage's index in the run's corpus; None: not one of them."""
+
+        def of(doc_id: str) -> int | None:
+            i = int(doc_id[1:]) if doc_id.startswith("p") and doc_id[1:].isdigit() else -1
+            return i if 0 <= i < n_passages else None
+
+        return of
+
+    def own_index(self, ctx, llm: LibraryLLM, embedder: LibraryEmbedder, prefix: str) -> tuple[Path, int, dict]:
+        """(a private working copy of its index for this run, the vector size, the build's manifest): loaded from
+        the cache or built; what it cost is kept in `self.index_cost` for the ledger."""
+        from hipporag.retrieval.methods.base import OwnIndexCost
+
+        passages = ctx.index.passages
+        self.check_lengths(passages)
+        dim = embedder.dim
+        work_root = Path(ctx.cache_dir or Path.cwd()) / "tmp"
+        identity = self.index_identity(ctx, dim)
+        counters = (ctx.llm, ctx.embeddings)
+        with measure(*counters) as spend:
+            folder, self.index_loaded, manifest = library_index(
+                ctx.cache_dir,
+                self.library,
+                identity,
+                lambda folder: self.build(folder, llm, embedder, prefix, dim, passages, work_root),
+                work_root,
+                counters,
+            )
+        self.index_cost = OwnIndexCost.of(f"{self.library} index", self.index_loaded, manifest, spend, folder)
+        return folder, dim, manifest
+
+
+def register_library(name: str, *, options: type):
+    """`register_method` for a `LibraryMethod` subclass, with what every such method declares alike: its ranking
+    depends on its options, the LLM (which always shapes it) and the embedder's query instructions; it builds an
+    index of its own; `check` is the class's (the pin)."""
+    from hipporag.retrieval.methods.registry import register_method
+
+    def register(cls: type) -> type:
+        if not issubclass(cls, LibraryMethod):
+            raise TypeError(f"register_library({name!r}): {cls.__name__} is not a LibraryMethod")
+        return register_method(
+            name,
+            cache_knobs=("method_options", "llm", "query_instructions"),
+            uses_llm=lambda values: True,
+            options=options,
+            check=cls.check,
+            own_index=True,
+        )(cls)
+
+    return register

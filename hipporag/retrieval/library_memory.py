@@ -1,8 +1,8 @@
 """A compared library's own incremental index across the continual protocol's steps (`run.continual`).
 
 Why: LightRAG offers incremental insert and delete-by-document, GraphRAG its update run; a continual-memory
-benchmark must measure that path, not a fresh one-shot build at every step (what `rank` gives a library method, keyed by the corpus). Here the
-library grows one private working folder for the whole protocol: each step inserts the batch (`ainsert`) and
+benchmark must measure that path, not a fresh one-shot build at every step (what `rank` gives a library
+method, keyed by the corpus). Here the library grows one private working folder for the whole protocol: each step inserts the batch (`ainsert`) and
 forgets the passages the memory forgot (`adelete_by_doc_id`, one at a time), through the same `llm=` and
 `embedder=` layers as its one-shot build, and the protocol ranks the questions on it beside the one-shot index.
 
@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 from hipporag.core.textnorm import passage_id
-from hipporag.retrieval.library_bridge import LibraryEmbedder, LibraryLLM, event_loop
+from hipporag.retrieval.library_bridge import LibraryLLM, event_loop
 from hipporag.retrieval.methods.base import Ranking
 
 log = logging.getLogger(__name__)
@@ -51,22 +51,20 @@ class LightRAGMemory:
     row_keys = ()  # what of a step's counts goes into the protocol's row (`<name>/incremental_<key>`)
 
     def __init__(self, method, llm, embeddings, cache_dir: Path | None):
-        from hipporag.retrieval.methods.lightrag_hku import classify, tokenizer
+        from hipporag.retrieval.methods.lightrag_hku import tokenizer
 
         self.method, self.llm, self.embeddings = method, llm, embeddings
         method._tokenizer = tokenizer()
-        self._classify = classify
         root = Path(cache_dir or Path.cwd()) / "tmp"
         root.mkdir(parents=True, exist_ok=True)
         self.root = Path(tempfile.mkdtemp(prefix="lightrag-memory-", dir=root))
         self.folder = self.root / "index"
-        self.embedder = LibraryEmbedder(embeddings, "lightrag")
-        self.prefix = embeddings.embedder.query_prefix("query_to_passage")
+        _, self.embedder, self.prefix = method.hooks(llm, embeddings)
         self.dim = self.embedder.dim
         self.broken: str | None = None
 
     def _llm(self) -> LibraryLLM:
-        return LibraryLLM(self.llm, "lightrag", self.method.options.max_new_tokens, self._classify)
+        return self.method.library_llm(self.llm)
 
     def step(self, inserted: list[str], forgotten: list[str]) -> dict:
         """Insert the new passages, then delete the forgotten ones; what the library did, by count."""
@@ -79,7 +77,7 @@ class LightRAGMemory:
         texts = list(dict.fromkeys(inserted))
         ids = [passage_id(t) for t in texts]
         gone = [passage_id(t) for t in dict.fromkeys(forgotten)]
-        self.method._check_lengths(texts)
+        self.method.check_lengths(texts)
         llm = self._llm()
         with event_loop() as loop:
             rag = self.method._rag(self.folder, llm, self.embedder, self.prefix, self.dim, extraction_cache=True)
@@ -141,8 +139,7 @@ class GraphRAGMemory:
         self.root = Path(tempfile.mkdtemp(prefix="graphrag-memory-", dir=root))
         self.folder: Path | None = None  # the last good index; None until a passage is indexed
         self.generation = 0
-        self.embedder = LibraryEmbedder(embeddings, "graphrag")
-        self.prefix = embeddings.embedder.query_prefix("query_to_passage")
+        _, self.embedder, self.prefix = method.hooks(llm, embeddings)
         self.asked: dict = {}  # question -> the query vector the library embedded (its basic search, read back)
         self.dim = self.embedder.dim
         self.indexed: set[str] = set()  # the passage ids in its index
@@ -150,9 +147,7 @@ class GraphRAGMemory:
         self.broken: str | None = None
 
     def _llm(self) -> LibraryLLM:
-        from hipporag.retrieval.methods.ms_graphrag import classify
-
-        llm = LibraryLLM(self.llm, "graphrag", self.method.options.max_new_tokens, classify)
+        llm = self.method.library_llm(self.llm)
         self.method._hooks(self.lib, llm, self.embedder, self.prefix, self.asked)  # process-wide: set per call
         return llm
 
@@ -162,7 +157,7 @@ class GraphRAGMemory:
         if self.broken:
             raise LibraryStepError(f"graphrag: the incremental index stopped at an earlier step ({self.broken})")
         texts = list(dict.fromkeys(inserted))
-        self.method._check_lengths(self.lib, texts)
+        self.method.check_lengths(texts)
         new = {passage_id(t): t for t in texts if passage_id(t) not in self.indexed}  # one inserted again: kept
         llm = self._llm()
         stats: dict = {}

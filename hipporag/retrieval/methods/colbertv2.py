@@ -99,10 +99,10 @@ def _check(options: ColBERTv2Options):
 @register_method(
     "colbertv2",
     options=ColBERTv2Options,
-    retriever_label="ColBERTv2",
     cache_knobs=("colbert_model",),
     check=_check,
     weights=lambda options, knobs: ((knobs.colbert_model, WHAT),),
+    own_index=True,
 )
 class ColBERTv2Retriever:
     def __init__(self, options: ColBERTv2Options):

@@ -65,9 +65,6 @@ RESET_BLOCK_BYTES = 1 << 27
         "filter_max_new_tokens",
     ),
     uses_llm=lambda values: values.get("filter") == "llm",
-    setting_fields=("retriever", "extractor", "llm"),
-    llm_role="filter LLM",
-    ablation_knobs=("filter", "passage_nodes", "node_specificity", "synonymy_edges", "linking"),
 )
 class HippoRAG2Retriever:
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:

@@ -60,10 +60,6 @@ def _weights(options, knobs) -> tuple[tuple[str, str], ...]:
     return ((knobs.colbert_model, WHAT),) if options.linker == "colbertv2" else ()
 
 
-def _retriever_label(values: dict) -> str | None:
-    return "ColBERTv2" if (values.get("method_options") or {}).get("linker") == "colbertv2" else None
-
-
 def _entity_structures(index):
     """(entity-only graph, passage × entity incidence), built once per graph."""
     g = index.graph
@@ -135,13 +131,9 @@ def spread_to_neighbors(graph, seeds: np.ndarray, hops: int) -> np.ndarray:
     },
     uses_llm=lambda values: (values.get("method_options") or {}).get("ner") == "llm",
     options=HippoRAGv1Options,
-    setting_fields=("retriever", "extractor", "llm"),
-    no_llm_label="none (spaCy query NER)",
-    llm_role="query NER",
-    ablation_knobs=("node_specificity", "synonymy_edges", "graph_walk"),
-    retriever_label=_retriever_label,
     check=_check,
     weights=_weights,
+    own_index=lambda options: options.linker == "colbertv2",
 )
 class HippoRAGv1Retriever:
     def __init__(self, options: HippoRAGv1Options):

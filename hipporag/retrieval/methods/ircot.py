@@ -117,8 +117,6 @@ def first_sentence(text: str) -> str:
     cache_knobs=("method_options", "llm", "ircot_messages"),
     options=IrcotOptions,
     uses_llm=lambda values: (values.get("method_options") or {}).get("max_steps", 2) > 1,
-    setting_fields=("retriever", "llm"),
-    llm_role="step LLM",
     base_of=_base_of,
     index_parts=lambda o: METHODS[base_method(o).name].parts_of(base_method(o).options),
     weights=lambda o, knobs: METHODS[base_method(o).name].checkpoints(base_method(o).options, knobs),

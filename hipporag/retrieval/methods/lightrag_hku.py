@@ -32,22 +32,19 @@ from pathlib import Path
 
 import numpy as np
 
-from hipporag.cache.keys import corpus_hash
-from hipporag.core.errors import DatasetError, MissingDependencyError
-from hipporag.core.meter import measure
-from hipporag.core.registry import option, options_dict
+from hipporag.core.errors import MissingDependencyError
+from hipporag.core.registry import option
 from hipporag.core.rules import choice, integer, number, text
 from hipporag.data.dataset import Query
 from hipporag.retrieval.library_bridge import (
     LibraryEmbedder,
     LibraryLLM,
+    LibraryMethod,
     Uncacheable,
     event_loop,
-    library_index,
-    library_version,
+    register_library,
 )
-from hipporag.retrieval.methods.base import OwnIndexCost, Ranking, RetrievalContext
-from hipporag.retrieval.methods.registry import register_method
+from hipporag.retrieval.methods.base import Ranking, RetrievalContext
 
 log = logging.getLogger(__name__)
 
@@ -165,20 +162,11 @@ def _quiet_library_logs() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-@register_method(
-    "lightrag",
-    cache_knobs=("method_options", "llm", "query_instructions"),
-    uses_llm=lambda values: True,
-    options=LightRAGOptions,
-    setting_fields=("retriever", "llm"),
-    llm_role="LightRAG LLM",
-    reader_sees="its own context",
-    check=lambda options: library_version(DIST, "lightrag"),
-)
-class LightRAGMethod:
-    def __init__(self, options: LightRAGOptions):
-        self.options = options
-        self.index_loaded = False
+@register_library("lightrag", options=LightRAGOptions)
+class LightRAGMethod(LibraryMethod):
+    dist, library, tokenizer_name = DIST, "lightrag", "tiktoken o200k_base"
+    index_options, chunk_option = INDEX_OPTIONS, "chunk_token_size"
+    classify = staticmethod(classify)
 
     # ------------------------------------------------------------------ the library, behind our hooks
     def _rag(
@@ -236,45 +224,20 @@ class LightRAGMethod:
             addon_params=addon,
         )
 
-    def _identity(self, ctx: RetrievalContext, version: str, dim: int) -> dict:
-        opts = options_dict(self.options)
-        return {
-            "library": DIST,
-            "version": version,
-            "corpus": corpus_hash(ctx.index.passages),
-            "llm": {"identity": ctx.llm.identity, "decoding": ctx.llm.decoding},
-            "embedder": ctx.embeddings.embedder.identity,
-            "dim": dim,
-            "tokenizer": "tiktoken o200k_base",
-            "options": {k: opts[k] for k in INDEX_OPTIONS},
-        }
+    def count_tokens(self, text: str) -> int:
+        return len(self._tokenizer.encode(text.strip()))
 
-    def _check_lengths(self, passages: list[str]) -> None:
-        for i, p in enumerate(passages):
-            n = len(self._tokenizer.encode(p.strip()))
-            if n > self.options.chunk_token_size:
-                raise DatasetError(
-                    f"lightrag: passage {i} has {n} tokens, more than method.chunk_token_size="
-                    f"{self.options.chunk_token_size}: it would be split into several chunks; raise "
-                    "method.chunk_token_size (one passage is one chunk)"
-                )
-
-    def _build(self, folder: Path, llm, embedder, prefix: str, dim: int, passages: list[str]) -> dict:
+    def build(self, folder: Path, llm, embedder, prefix: str, dim: int, passages: list[str], work_root) -> dict:
         from lightrag.kg.shared_storage import finalize_share_data
 
-        first = {}  # a passage repeated in the corpus is one chunk, under its first index (recall reads texts)
-        for i, p in enumerate(passages):
-            first.setdefault(p, i)
-        ids = [f"p{i}" for i in first.values()]
-        if len(first) < len(passages):
-            log.warning("lightrag: %d repeated passages indexed once each", len(passages) - len(first))
+        ids, texts = self.documents(passages)
         with event_loop() as loop:
             rag = self._rag(folder, llm, embedder, prefix, dim)
 
             async def insert():
                 await rag.initialize_storages()
                 try:
-                    track = await rag.ainsert(list(first), ids=ids, file_paths=ids)
+                    track = await rag.ainsert(texts, ids=ids, file_paths=ids)
                     return await rag.aget_docs_by_track_id(track)
                 finally:
                     await rag.finalize_storages()
@@ -288,43 +251,19 @@ class LightRAGMethod:
             raise Uncacheable(folder, llm.failures or [f"passages not indexed: {', '.join(unindexed[:5])}"])
         return {"passages": len(ids), "repeated": len(passages) - len(ids), "merged_by_library": len(merged)}
 
-    def _index(self, ctx: RetrievalContext, llm: LibraryLLM, embedder: LibraryEmbedder, prefix: str):
-        version = library_version(DIST, "lightrag")
-        dim = embedder.dim
-        passages = ctx.index.passages
-        self._check_lengths(passages)
-        work_root = Path(ctx.cache_dir or Path.cwd()) / "tmp"
-        identity = self._identity(ctx, version, dim)
-        build = lambda folder: self._build(folder, llm, embedder, prefix, dim, passages)
-        counters = (ctx.llm, ctx.embeddings)
-        with measure(*counters) as spend:
-            folder, self.index_loaded, manifest = library_index(
-                ctx.cache_dir, "lightrag", identity, build, work_root, counters
-            )
-        self.index_cost = OwnIndexCost.of("lightrag index", self.index_loaded, manifest, spend, folder)
-        return folder, dim, manifest
-
     # ------------------------------------------------------------------------------------- retrieve
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         import shutil
 
         _quiet_library_logs()
         self._tokenizer = tokenizer()
-        o = self.options
-        llm = LibraryLLM(ctx.llm, "lightrag", o.max_new_tokens, classify)
-        embedder = LibraryEmbedder(ctx.embeddings, "lightrag")
-        prefix = ctx.embeddings.embedder.query_prefix("query_to_passage")
-        folder, dim, manifest = self._index(ctx, llm, embedder, prefix)
-        n_passages = len(ctx.index.passages)
+        llm, embedder, prefix = self.hooks(ctx.llm, ctx.embeddings)
+        folder, dim, manifest = self.own_index(ctx, llm, embedder, prefix)
         try:
             results = self.ask(folder, llm, embedder, prefix, dim, queries)
         finally:
             shutil.rmtree(folder.parent, ignore_errors=True)  # this run's private copy
-
-        def position(doc_id: str) -> int | None:  # documents are p<index in the corpus>
-            i = int(doc_id.removeprefix("p"))
-            return i if 0 <= i < n_passages else None
-
+        position = self.position(len(ctx.index.passages))
         return [self.ranking(result, position, manifest) for result in results]
 
     def ask(self, folder: Path, llm, embedder, prefix: str, dim: int, queries: list[Query], **rag_options) -> list:

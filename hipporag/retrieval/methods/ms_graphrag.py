@@ -51,22 +51,19 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from hipporag.cache.keys import corpus_hash
-from hipporag.core.errors import DatasetError, SettingError
-from hipporag.core.meter import measure
-from hipporag.core.registry import option, options_dict
+from hipporag.core.errors import SettingError
+from hipporag.core.registry import option
 from hipporag.core.rules import Rule, boolean, choice, integer, number, text
 from hipporag.data.dataset import Query
 from hipporag.retrieval.library_bridge import (
     LibraryEmbedder,
     LibraryLLM,
+    LibraryMethod,
     Uncacheable,
     event_loop,
-    library_index,
-    library_version,
+    register_library,
 )
-from hipporag.retrieval.methods.base import OwnIndexCost, Ranking, RetrievalContext
-from hipporag.retrieval.methods.registry import register_method
+from hipporag.retrieval.methods.base import Ranking, RetrievalContext
 
 log = logging.getLogger(__name__)
 
@@ -432,32 +429,23 @@ def seeded_hyde(question: str):
         primer.secrets = saved
 
 
-def check(options: GraphRAGOptions) -> str:
-    """Before any work: the pinned library is installed, and local search's budget shares fit (the library
-    would refuse every question)."""
-    version = library_version(DIST, "graphrag")
-    if options is not None and options.text_unit_prop + options.community_prop > 1:
-        raise SettingError(
-            f"method.text_unit_prop={options.text_unit_prop} and method.community_prop={options.community_prop} "
-            "add up to more than 1: they are shares of one context budget"
-        )
-    return version
+@register_library("graphrag", options=GraphRAGOptions)
+class GraphRAGMethod(LibraryMethod):
+    dist, library, tokenizer_name = DIST, "graphrag", TOKENIZER
+    index_options, chunk_option, chunk_word = INDEX_OPTIONS, "chunk_size", "text unit"
+    classify = staticmethod(classify)
 
-
-@register_method(
-    "graphrag",
-    cache_knobs=("method_options", "llm", "query_instructions"),
-    uses_llm=lambda values: True,
-    options=GraphRAGOptions,
-    setting_fields=("retriever", "llm"),
-    llm_role="GraphRAG LLM",
-    reader_sees="its own context",
-    check=check,
-)
-class GraphRAGMethod:
-    def __init__(self, options: GraphRAGOptions):
-        self.options = options
-        self.index_loaded = False
+    @classmethod
+    def check(cls, options: GraphRAGOptions | None = None) -> str:
+        """Before any work: the pinned library is installed, and local search's budget shares fit (the library
+        would refuse every question)."""
+        version = super().check(options)
+        if options is not None and options.text_unit_prop + options.community_prop > 1:
+            raise SettingError(
+                f"method.text_unit_prop={options.text_unit_prop} and method.community_prop={options.community_prop} "
+                "add up to more than 1: they are shares of one context budget"
+            )
+        return version
 
     # ------------------------------------------------------------------ the library, behind our hooks
     def _config(self, lib, index: Path, scratch: Path, llm: LibraryLLM, dim: int):
@@ -500,37 +488,12 @@ class GraphRAGMethod:
             functools.partial(lib.HarnessEmbedding, library_embedder=embedder, prefix=prefix, queries=queries),
         )
 
-    def _identity(self, ctx: RetrievalContext, version: str, dim: int) -> dict:
-        opts = options_dict(self.options)
-        return {
-            "library": DIST,
-            "version": version,
-            "corpus": corpus_hash(ctx.index.passages),
-            "llm": {"identity": ctx.llm.identity, "decoding": ctx.llm.decoding},
-            "embedder": ctx.embeddings.embedder.identity,
-            "dim": dim,
-            "tokenizer": TOKENIZER,
-            "options": {k: list(opts[k]) if k == "entity_types" else opts[k] for k in INDEX_OPTIONS},
-        }
+    def count_tokens(self, text: str) -> int:
+        return len(library().tokenizer.encode(text))
 
-    def _check_lengths(self, lib, passages: list[str]) -> None:
-        for i, p in enumerate(passages):
-            n = len(lib.tokenizer.encode(p))
-            if n > self.options.chunk_size:
-                raise DatasetError(
-                    f"graphrag: passage {i} has {n} tokens ({TOKENIZER}), more than method.chunk_size="
-                    f"{self.options.chunk_size}: it would be split into several text units; raise "
-                    "method.chunk_size (one passage is one text unit)"
-                )
-
-    def _build(self, lib, folder: Path, llm: LibraryLLM, dim: int, passages: list[str], work_root: Path) -> dict:
-        first = {}  # a passage repeated in the corpus is one text unit, under its first index (recall reads texts)
-        for i, p in enumerate(passages):
-            first.setdefault(p, i)
-        ids = [f"p{i}" for i in first.values()]
-        if len(first) < len(passages):
-            log.warning("graphrag: %d repeated passages indexed once each", len(passages) - len(ids))
-        stats, problems = self.index_documents(lib, folder, llm, dim, ids, list(first), work_root)
+    def build(self, folder: Path, llm: LibraryLLM, embedder, prefix: str, dim: int, passages, work_root) -> dict:
+        ids, texts = self.documents(passages)
+        stats, problems = self.index_documents(library(), folder, llm, dim, ids, texts, work_root)
         stats = {"passages": stats.pop("passages"), "repeated": len(passages) - len(ids), **stats}
         if problems:
             raise Uncacheable(folder, problems)
@@ -579,22 +542,12 @@ class GraphRAGMethod:
         problems = llm.failures + errors + ([f"tables not written: {', '.join(missing)}"] if missing else [])
         return stats, problems
 
-    def _index(self, lib, ctx: RetrievalContext, llm: LibraryLLM, embedder: LibraryEmbedder, prefix: str):
-        version = library_version(DIST, "graphrag")
-        passages = ctx.index.passages
-        self._check_lengths(lib, passages)
-        dim = embedder.dim
-        work_root = Path(ctx.cache_dir or Path.cwd()) / "tmp"
-        identity = self._identity(ctx, version, dim)
-        build = lambda folder: self._build(lib, folder, llm, dim, passages, work_root)
-        counters = (ctx.llm, ctx.embeddings)
-        with measure(*counters) as spend:
-            folder, self.index_loaded, manifest = library_index(
-                ctx.cache_dir, "graphrag", identity, build, work_root, counters
-            )
-        self.index_cost = OwnIndexCost.of("graphrag index", self.index_loaded, manifest, spend, folder)
+    def own_index(self, ctx: RetrievalContext, llm: LibraryLLM, embedder: LibraryEmbedder, prefix: str):
+        """`LibraryMethod.own_index`, refused when the library stopped before writing its tables (every
+        extraction failed): nothing to query."""
+        folder, dim, manifest = super().own_index(ctx, llm, embedder, prefix)
         missing = [t for t in TABLES if not (folder / f"{t}.parquet").is_file()]
-        if missing:  # the library stopped before writing them (every extraction failed): nothing to query
+        if missing:
             shutil.rmtree(folder.parent, ignore_errors=True)
             failures = manifest.get("failures") or []
             raise RuntimeError(
@@ -609,18 +562,11 @@ class GraphRAGMethod:
         if o.answer_by == "reader" and o.mode in NOT_RANKED:  # nothing asked of the library: no index either
             return [self._ranking(NOT_QUERIED, q.question, {}, None, None, {}, {}) for q in queries]
         lib = library()
-        llm = LibraryLLM(ctx.llm, "graphrag", o.max_new_tokens, classify)
-        embedder = LibraryEmbedder(ctx.embeddings, "graphrag")
-        prefix = ctx.embeddings.embedder.query_prefix("query_to_passage")
+        llm, embedder, prefix = self.hooks(ctx.llm, ctx.embeddings)
         asked = {}  # question text -> its query vector, as the library embedded it
         self._hooks(lib, llm, embedder, prefix, asked)
-        folder, dim, manifest = self._index(lib, ctx, llm, embedder, prefix)
-        n_passages = len(ctx.index.passages)
-
-        def position(doc_id: str) -> int | None:  # documents are p<index in the corpus>
-            i = int(doc_id[1:]) if doc_id.startswith("p") and doc_id[1:].isdigit() else -1
-            return i if 0 <= i < n_passages else None
-
+        folder, dim, manifest = self.own_index(ctx, llm, embedder, prefix)
+        position = self.position(len(ctx.index.passages))
         try:
             return self.search(lib, folder, folder.parent / "scratch", llm, dim, queries, asked, manifest, position)
         finally:

@@ -12,7 +12,7 @@ from hipporag.retrieval.methods.registry import register_method
 WHY = "no_retrieval retrieves no passages: the reader answers from its own knowledge"
 
 
-@register_method("no_retrieval", setting_fields=(), reader_sees="nothing")
+@register_method("no_retrieval")
 class NoRetrieval:
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         empty = np.zeros(0, dtype=np.int64)

@@ -71,10 +71,9 @@ def units_of(passages: list[str], propositions, unit: str) -> tuple[list[str], n
     key_when={"colbert_model": option_is("retriever", "colbertv2")},
     uses_llm=lambda values: _opts(values).get("propositionizer") == "llm",
     prompt_roles=lambda o: ("proposition",) if o.propositionizer == "llm" else (),
-    setting_fields=("retriever",),
-    retriever_label=lambda values: "ColBERTv2" if _opts(values).get("retriever") == "colbertv2" else None,
     check=lambda o: library_version() if o.retriever == "colbertv2" else None,
     weights=_weights,
+    own_index=True,
 )
 class PropositionRetriever:
     def __init__(self, options: PropositionOptions):

@@ -449,13 +449,9 @@ def passage_ranking(sims: np.ndarray, ancestors: np.ndarray, n_passages: int, wa
     key_when={"colbert_model": option_is("retriever", "colbertv2")},
     uses_llm=lambda values: True,
     options=RaptorOptions,
-    setting_fields=("retriever", "llm"),
-    llm_role="summary LLM",
-    retriever_label=lambda values: (
-        "ColBERTv2" if (values.get("method_options") or {}).get("retriever") == "colbertv2" else None
-    ),
     check=lambda options: library_version() if options.retriever == "colbertv2" else None,
     weights=lambda options, knobs: ((knobs.colbert_model, WHAT),) if options.retriever == "colbertv2" else (),
+    own_index=True,
 )
 class RaptorRetriever:
     def __init__(self, options: RaptorOptions):

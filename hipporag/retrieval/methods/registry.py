@@ -29,12 +29,9 @@ What a method declares, and who reads it:
 - `options`: a dataclass of `option(rule)` fields, one per `method.<option>` key (the settings check
   refuses an undeclared one); the class is built with an instance of it. The defaults live in
   `conf/method/<name>.yaml` only, also when the method runs as the baseline (`method_options`).
-- for the paper tables (`hipporag.paper.compare`): `setting_fields` (which setting columns describe it),
-  `llm_role` (what the papers call its LLM), `ablation_knobs` (the switches that define its ablations),
-  `retriever_label` (its retriever in the tables' words when not the embedder, e.g. BM25; or a function of
-  the key values giving it, None meaning the embedder's), `no_llm_label`
-  (its LLM column when it runs without one), `reader_sees` (what its reader reads: `passages`, its top
-  `qa_top_k`; `nothing`, the closed-book row; `its own context`, a library's answer or context).
+- how the papers' tables describe it (its setting columns, what they call its LLM, its ablation switches, its
+  retriever's label, what its reader reads) is not declared here: `hipporag/paper/labels.py` holds it, for the
+  methods the papers have.
 - `index_parts`: the parts of the shared index its ranking uses (`index.build.INDEX_PARTS`; `GRAPH_PARTS` for
   one that walks the graph), or a function of its options giving them (IRCoT: its base's); the cost ledger
   (`run.ledger`) charges the method what those parts cost. What a method reads of the index is recorded too
@@ -43,6 +40,9 @@ What a method declares, and who reads it:
   raises a `UserError` naming the fix. The settings check calls it for the method and the baseline.
 - `weights(options, knobs)`: the checkpoints its ranking loads, as (source, what) pairs (ColBERTv2's); a run
   checks each is on disk or reachable before any work (`core.weights`), as it checks the embedder's.
+- `own_index`: whether it builds an index of its own beside the shared one (RAPTOR's tree, ColBERTv2's
+  tokens, a compared library's folder), or a function of its options saying so; its cost then enters the
+  ledger as `own_index`, and the method contract test expects one exactly then.
 
 Adding a method: one module in this package with a decorated class, and `conf/method/<name>.yaml`.
 Modules here are imported by `methods/__init__.py` automatically.
@@ -90,17 +90,16 @@ class MethodSpec(Part):
     cache_knobs: tuple[str, ...] = ()
     key_when: Mapping[str, Callable[[dict], bool]] = field(default_factory=dict)
     uses_llm: Callable[[dict], bool] = field(default=_never)
-    setting_fields: tuple[str, ...] = ("retriever",)
-    llm_role: str | None = None
-    ablation_knobs: tuple[str, ...] = ()
     base_of: Callable[[dict], tuple[str, dict]] | None = None
     prompt_roles: Callable[[object], tuple[str, ...]] = field(default=_no_roles)
-    retriever_label: str | Callable[[dict], str | None] | None = None
-    no_llm_label: str = "none"
-    reader_sees: str = "passages"
     check: Callable[[object], object] | None = None
     index_parts: tuple[str, ...] | Callable[[object], tuple[str, ...]] = ()
     weights: Callable[[object, object], tuple[tuple[str, str], ...]] | None = None
+    own_index: bool | Callable[[object], bool] = False
+
+    def builds_own_index(self, options) -> bool:
+        """Whether it builds an index of its own under these options."""
+        return bool(self.own_index(options) if callable(self.own_index) else self.own_index)
 
     def checkpoints(self, options, knobs) -> tuple[tuple[str, str], ...]:
         """(source, what) of each checkpoint this method loads under these options and knobs."""
@@ -125,17 +124,12 @@ def register_method(
     key_when: Mapping[str, Callable[[dict], bool]] | None = None,
     uses_llm: Callable[[dict], bool] | None = None,
     options: type | None = None,
-    setting_fields: tuple[str, ...] = ("retriever",),
-    llm_role: str | None = None,
-    ablation_knobs: tuple[str, ...] = (),
     base_of: Callable[[dict], tuple[str, dict]] | None = None,
     prompt_roles: Callable[[object], tuple[str, ...]] | None = None,
-    retriever_label: str | Callable[[dict], str | None] | None = None,
-    no_llm_label: str = "none",
-    reader_sees: str = "passages",
     check: Callable[[object], object] | None = None,
     index_parts: tuple[str, ...] | Callable[[object], tuple[str, ...]] = (),
     weights: Callable[[object, object], tuple[tuple[str, str], ...]] | None = None,
+    own_index: bool | Callable[[object], bool] = False,
 ):
     """Class decorator: declare a retrieval method under `name` (see the module docstring)."""
 
@@ -159,17 +153,12 @@ def register_method(
             cache_knobs=knobs,
             key_when=dict(key_when or {}),
             uses_llm=uses_llm or _never,
-            setting_fields=tuple(setting_fields),
-            llm_role=llm_role,
-            ablation_knobs=tuple(ablation_knobs),
             base_of=base_of,
             prompt_roles=prompt_roles or _no_roles,
-            retriever_label=retriever_label,
-            no_llm_label=no_llm_label,
-            reader_sees=reader_sees,
             check=check,
             index_parts=index_parts,
             weights=weights,
+            own_index=own_index,
         )
         METHODS.add(spec)
         cls.name = name
