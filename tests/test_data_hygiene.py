@@ -219,7 +219,7 @@ def test_texts_longer_than_the_embedders_limit_are_counted_once_per_text(tmp_pat
     assert truncation_check(embedder)["count"] is None  # nothing embedded yet: not measured
     cache = EmbeddingCache(embedder, tmp_path)
     long_question = "Which " + "very " * 400 + "long question is this?"
-    with caplog.at_level(logging.WARNING, logger="hipporag.index.embed"):
+    with caplog.at_level(logging.WARNING, logger="hipporag.index.embedders"):
         cache.embed(["Who founded Alder Glassworks?", long_question], what="queries (query_to_passage)")
         cache.embed(["Who founded Alder Glassworks?", long_question], what="queries (query_to_passage)")  # cached
         cache.embed(["Alder\nAlder Glassworks was founded by Ilse Varga."], what="passages")

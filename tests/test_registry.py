@@ -5,6 +5,7 @@ comparison all read that declaration."""
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
@@ -156,8 +157,14 @@ def test_construct_takes_each_constructor_parameter_from_its_option():
 @pytest.mark.parametrize(
     "part, options",
     [
-        ("hipporag.index.embed:SentenceTransformerEmbedder", "hipporag.index.embed:SentenceTransformersOptions"),
-        ("hipporag.index.embed:OpenAIEmbedder", "hipporag.index.embed:OpenAIEmbedderOptions"),
+        (
+            "hipporag.index.embedders.sentence_transformers:SentenceTransformerEmbedder",
+            "hipporag.index.embedders.sentence_transformers:SentenceTransformersOptions",
+        ),
+        (
+            "hipporag.index.embedders.openai_endpoint:OpenAIEmbedder",
+            "hipporag.index.embedders.openai_endpoint:OpenAIEmbedderOptions",
+        ),
         ("hipporag.llm.transformers_chat:TransformersChatLLM", "hipporag.llm.backends:TransformersOptions"),
         ("hipporag.llm.openai_chat:OpenAIChatLLM", "hipporag.llm.backends:OpenAIOptions"),
         ("hipporag.llm.vllm_chat:VLLMChatLLM", "hipporag.llm.backends:VLLMOptions"),
@@ -185,3 +192,43 @@ def test_parts_built_by_construct_have_an_option_for_every_parameter(part, optio
 def test_a_method_variant_file_differs_from_its_method_in_its_switch_alone(variant, base, switch):
     """A second file of a method (for presets to sweep) repeats the method's options: none may drift."""
     assert group_config("method", variant) == {**group_config("method", base), **switch}
+
+
+def test_an_embedder_is_checked_against_the_interface_when_it_registers():
+    from hipporag.index.embedders import EMBEDDERS, EmbedderOptions, QueryInstructions, register_embedder
+
+    class Half(QueryInstructions):  # encodes, but cannot say whether its weights load
+        def __init__(self, model, batch_size, instructions, instruction_template):
+            self.identity, self.batch_size = {"name": "half", "model": model}, batch_size
+            self.instructions, self.instruction_template = instructions, instruction_template
+
+        def encode(self, texts, prefix="", progress=False):
+            return np.ones((len(texts), 2), dtype=np.float32) / np.sqrt(2)
+
+    with pytest.raises(TypeError, match=r"embedder 'half' \(Half\) lacks check_weights of the Embedder interface"):
+        register_embedder("half", options=EmbedderOptions)(Half)
+    assert "half" not in EMBEDDERS
+    Half.check_weights = lambda self: None
+    try:
+        register_embedder("half", options=EmbedderOptions)(Half)
+        shipped = {
+            "model": "m",
+            "batch_size": 4,
+            "instructions": {"query_to_passage": "Q"},
+            "instruction_template": "{instruction}: ",
+        }
+        built = EMBEDDERS.build({"backend": "half", **shipped})
+        assert isinstance(built, Half) and built.query_prefix("query_to_passage") == "Q: " and built.batch_size == 4
+    finally:
+        EMBEDDERS.remove("half")
+
+
+def test_every_shipped_embedder_keeps_the_interface():
+    """Each shipped embedder config builds an `Embedder` (no weights load: they load at the first text)."""
+    from hipporag.index.embedders import EMBEDDERS, Embedder
+
+    for path in sorted((CONF_DIR / "embedder").glob("*.yaml")):
+        shipped = group_config("embedder", path.stem)
+        if shipped["backend"] == "openai":  # its constructor reads an API key from the environment
+            continue
+        assert isinstance(EMBEDDERS.build(shipped), Embedder), path.name
