@@ -157,3 +157,23 @@ def test_a_corpus_grows_and_forgets_and_retrieves_as_a_corpus_built_at_once(tmp_
         mine, theirs = corpus.retrieve(questions, f"method={method}"), at_once.retrieve(questions, f"method={method}")
         assert [r.passages for r in mine] == [r.passages for r in theirs]
     assert corpus.insert([passages[0]]).skipped_duplicates == 1
+
+
+def test_a_sweep_expands_its_jobs_as_the_command_line_does():
+    """`sweep_jobs` (Hydra's public override parser) against the basic sweeper `python run.py -m` runs."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the reference, private to Hydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from hipporag.api import sweep_jobs
+    from hipporag.core.errors import SettingError
+
+    for overrides in (
+        ["damping=0.3,0.5", "method=bm25,dense", "read=false"],
+        ["continual_seed=0,1,2", "+experiment=continual", "method.k1=range(1,3)"],
+        ["damping=0.1", "damping=0.2,0.3", "method=bm25"],  # a key given twice: the last wins, in the first place
+        ["damping=choice(0.3,0.5)", "ablations=[a,b]"],
+    ):
+        [expected] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)
+        assert sweep_jobs(overrides) == expected, overrides
+    with pytest.raises(SettingError, match=r"damping=interval\(0,1\): .* not an interval"):
+        sweep_jobs(["damping=interval(0,1)"])
