@@ -112,12 +112,13 @@ def sweep(*overrides: str, sweep_dir: Path | str | None = None) -> list[Result]:
     from hipporag.entry import write_partial_sweep_report
     from hipporag.report.dashboard import write_after_sweep
     from hipporag.report.sweep_report import write_report
+    from hipporag.run.sweep_check import expand_sweep
 
     plain = [o for o in overrides if not _is_sweep(o)]
     base = _compose(plain)
     folder = Path(sweep_dir) if sweep_dir is not None else Path(base.hydra.sweep.dir)
     params = [f"{k}={v}" for k, v in (base.hydra.sweeper.params or {}).items()]
-    jobs = sweep_jobs([*params, *overrides])
+    jobs = expand_sweep([*params, *overrides])
     configs = [_compose(job, hydra_sweep_dir=folder, job_num=i) for i, job in enumerate(jobs)]
     checked = [_checked(cfg) for cfg in configs]  # every job checked before the first starts (run.sweep_check's rule)
     folder.mkdir(parents=True, exist_ok=True)
@@ -138,29 +139,6 @@ def sweep(*overrides: str, sweep_dir: Path | str | None = None) -> list[Result]:
         raise
     write_after_sweep(folder)
     return results
-
-
-def sweep_jobs(overrides: Sequence[str]) -> list[list[str]]:
-    """Each job's overrides, as `python run.py -m OVERRIDES` expands them (Hydra's basic sweeper): one job per
-    combination of the discrete sweeps' values (`a,b`, `range(...)`, `choice(...)`), in the order of the keys as
-    first given, a key given twice keeping its last value; through Hydra's public override parser. A sweep the
-    basic sweeper does not expand (an interval) is one `SettingError` line."""
-    import itertools
-
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from hipporag.core.errors import SettingError
-
-    values: dict[str, list[str]] = {}
-    for override in OverridesParser.create().parse_overrides(list(overrides)):
-        key = override.get_key_element()
-        if not override.is_sweep_override():
-            values[key] = [f"{key}={override.get_value_element_as_str()}"]
-        elif override.is_discrete_sweep():
-            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
-        else:
-            raise SettingError(f"{override.input_line}: a sweep of a list of values is expanded, not an interval")
-    return [list(job) for job in itertools.product(*values.values())]
 
 
 def _is_sweep(override: str) -> bool:

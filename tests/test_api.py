@@ -160,12 +160,13 @@ def test_a_corpus_grows_and_forgets_and_retrieves_as_a_corpus_built_at_once(tmp_
 
 
 def test_a_sweep_expands_its_jobs_as_the_command_line_does():
-    """`sweep_jobs` (Hydra's public override parser) against the basic sweeper `python run.py -m` runs."""
+    """`expand_sweep` (Hydra's public override parser; `hipporag.sweep` and the sweep check use it) against the
+    basic sweeper `python run.py -m` runs."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # the reference, private to Hydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from hipporag.api import sweep_jobs
     from hipporag.core.errors import SettingError
+    from hipporag.run.sweep_check import expand_sweep
 
     for overrides in (
         ["damping=0.3,0.5", "method=bm25,dense", "read=false"],
@@ -174,6 +175,6 @@ def test_a_sweep_expands_its_jobs_as_the_command_line_does():
         ["damping=choice(0.3,0.5)", "ablations=[a,b]"],
     ):
         [expected] = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)
-        assert sweep_jobs(overrides) == expected, overrides
+        assert expand_sweep(overrides) == expected, overrides
     with pytest.raises(SettingError, match=r"damping=interval\(0,1\): .* not an interval"):
-        sweep_jobs(["damping=interval(0,1)"])
+        expand_sweep(["damping=interval(0,1)"])

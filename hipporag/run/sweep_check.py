@@ -2,7 +2,8 @@
 
 Why: Hydra composes a job's config only when that job starts, so `-m damping=0.5,1.5` ran job 0 to the end
 (45 s, or hours at paper scale) before job 1's bad value stopped the sweep. This callback expands the sweep
-exactly as Hydra's basic sweeper does (the command line's sweeps and the preset's `hydra.sweeper.params`),
+exactly as Hydra's basic sweeper does (the command line's sweeps and the preset's `hydra.sweeper.params`;
+`expand_sweep`, through Hydra's public override parser, which `hipporag.sweep` uses too),
 composes each job through the running Hydra's own config loader (what the launcher does for each job) and
 checks it with `load_settings`; the first bad job stops the sweep in one line, exit 2, before anything ran.
 """
@@ -20,16 +21,34 @@ def hydra_words(e: Exception) -> str:
     return " ".join(str(e).split("Config search path")[0].split())
 
 
-def sweep_jobs(config) -> list[list[str]]:
-    """Each job's overrides, in Hydra's order (the basic sweeper's expansion of the preset's params and the
-    command line's sweep overrides)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+def expand_sweep(overrides: list[str]) -> list[list[str]]:
+    """Each job's overrides, as `python run.py -m OVERRIDES` expands them (Hydra's basic sweeper): one job per
+    combination of the discrete sweeps' values (`a,b`, `range(...)`, `choice(...)`), in the order of the keys as
+    first given, a key given twice keeping its last value; through Hydra's public override parser. A sweep the
+    basic sweeper does not expand (an interval) is one `SettingError` line."""
+    import itertools
+
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from hipporag.core.errors import SettingError
+
+    values: dict[str, list[str]] = {}
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise SettingError(f"{override.input_line}: a sweep of a list of values is expanded, not an interval")
+    return [list(job) for job in itertools.product(*values.values())]
+
+
+def sweep_jobs(config) -> list[list[str]]:
+    """Each job's overrides, in Hydra's order (the expansion of the preset's params and the command line's sweep
+    overrides)."""
     params = config.hydra.sweeper.get("params") or {}
-    items = [f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task)
-    overrides = OverridesParser.create().parse_overrides(items)
-    return [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+    return expand_sweep([f"{k}={v}" for k, v in params.items()] + list(config.hydra.overrides.task))
 
 
 def _swept_part(job: list[str], constant: set[str]) -> str:
