@@ -86,7 +86,6 @@ def register_embedder(name: str, *, options: type) -> Callable[[type], type]:
         if missing:
             raise TypeError(f"embedder {name!r} ({cls.__name__}) lacks {', '.join(missing)} of the Embedder interface")
         EMBEDDERS.register(name, options=options)(lambda o: construct(cls, o))
-        cls.backend = name
         return cls
 
     return register
