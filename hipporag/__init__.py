@@ -6,28 +6,20 @@ As a library (`hipporag.api`):
     result = hipporag.run("method=bm25", "tracker=none")   # python run.py method=bm25 tracker=none
     results = hipporag.sweep("damping=0.3,0.5")             # python run.py -m damping=0.3,0.5
     corpus = hipporag.Corpus(passages)                       # a user's passages; .retrieve(...), .answer(...)
-"""
 
-import types as _types
+The subpackages are the stages in the order data flows (ARCHITECTURE.md); `hipporag.harness` runs an experiment.
+"""
 
 __version__ = "0.1.0"
 
-
-class _RunPackage(_types.ModuleType):
-    """`hipporag.run` is the subpackage that runs an experiment (`hipporag.run.experiment`, ...) and, called,
-    the Python API's `run` (`hipporag.api.run`): `hipporag.run("method=bm25")`."""
-
-    def __call__(self, *overrides: str, run_dir=None):
-        from hipporag.api import run
-
-        return run(*overrides, run_dir=run_dir)
-
-
-from hipporag import run as _run  # noqa: E402 - the subpackage (its __init__ is a docstring), made callable
-
-_run.__class__ = _RunPackage
-
 _API = ("sweep", "Result", "MethodScores", "Corpus", "Retrieved")
+
+
+def run(*overrides: str, run_dir=None):
+    """`python run.py OVERRIDES...` in this process; its `Result` (`hipporag.api.run`)."""
+    from hipporag.api import run as run_in_process
+
+    return run_in_process(*overrides, run_dir=run_dir)
 
 
 def __getattr__(name: str):

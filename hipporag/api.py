@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hipporag.run.record import RECORDS_FILE, MethodRecord, RunRecord, read_record
+from hipporag.harness.record import RECORDS_FILE, MethodRecord, RunRecord, read_record
 
 MethodScores = MethodRecord  # one method's scores: recall@k by k, EM, F1, counts, seconds, CIs, the paired test
 
@@ -44,7 +44,7 @@ MethodScores = MethodRecord  # one method's scores: recall@k by k, EM, F1, count
 @dataclass(frozen=True)
 class Result:
     """What one run recorded, read back from its folder: its typed record (`record`, metrics.json through
-    `run.record`) with the scores of each method, the per-query records, each method's cost ledger and the
+    `harness.record`) with the scores of each method, the per-query records, each method's cost ledger and the
     provenance."""
 
     run_dir: Path
@@ -73,7 +73,7 @@ class Result:
 
     @property
     def ledger(self) -> dict[str, dict]:
-        """Each method's cost ledger (`run.ledger`), to index and to query, this run and as made."""
+        """Each method's cost ledger (`harness.ledger`), to index and to query, this run and as made."""
         return {m: ledger for m in self.record.cost if (ledger := self.record.ledger(m)) is not None}
 
     @property
@@ -110,9 +110,9 @@ def sweep(*overrides: str, sweep_dir: Path | str | None = None) -> list[Result]:
     from omegaconf import OmegaConf
 
     from hipporag.entry import write_partial_sweep_report
+    from hipporag.harness.sweep_check import expand_sweep
     from hipporag.report.dashboard import write_after_sweep
     from hipporag.report.sweep_report import write_report
-    from hipporag.run.sweep_check import expand_sweep
 
     plain = [o for o in overrides if not _is_sweep(o)]
     base = _compose(plain)
@@ -120,7 +120,9 @@ def sweep(*overrides: str, sweep_dir: Path | str | None = None) -> list[Result]:
     params = [f"{k}={v}" for k, v in (base.hydra.sweeper.params or {}).items()]
     jobs = expand_sweep([*params, *overrides])
     configs = [_compose(job, hydra_sweep_dir=folder, job_num=i) for i, job in enumerate(jobs)]
-    checked = [_checked(cfg) for cfg in configs]  # every job checked before the first starts (run.sweep_check's rule)
+    checked = [
+        _checked(cfg) for cfg in configs
+    ]  # every job checked before the first starts (harness.sweep_check's rule)
     folder.mkdir(parents=True, exist_ok=True)
     multirun = OmegaConf.merge(base, {"hydra": {"overrides": {"task": list(overrides)}, "mode": "MULTIRUN"}})
     OmegaConf.save(multirun, folder / "multirun.yaml")
@@ -153,8 +155,8 @@ def _compose(overrides: list[str], hydra_sweep_dir: Path | None = None, job_num:
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
     from hipporag.core.errors import SettingError
-    from hipporag.run.settings import compose
-    from hipporag.run.sweep_check import hydra_words
+    from hipporag.harness.settings import compose
+    from hipporag.harness.sweep_check import hydra_words
 
     extra = []
     if hydra_sweep_dir is not None:
@@ -210,7 +212,7 @@ def _job_config(cfg):
 
 def _checked(cfg):
     """The typed settings of a composed config: a bad knob is one `SettingError` line, before any folder exists."""
-    from hipporag.run.settings import load_settings
+    from hipporag.harness.settings import load_settings
 
     return load_settings(_job_config(cfg))
 
@@ -248,7 +250,7 @@ class Corpus:
     line. (Not `hipporag.index(...)`: `hipporag.index` is the subpackage that builds indexes.)"""
 
     def __init__(self, passages: Sequence[str], *overrides: str):
-        from hipporag.run.pipeline import Pipeline
+        from hipporag.harness.pipeline import Pipeline
 
         passages = _texts(passages, "passages")
         self.overrides = tuple(overrides)

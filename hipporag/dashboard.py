@@ -6,7 +6,7 @@ Always, for every local run or sweep folder (given, or found for a group under -
 dashboard.html (self-contained), dashboard_report.json (the report's specification) and comparison.md (the
 queries each method wins and loses). A multirun writes these by itself when it ends.
 
-A damaged job (`hipporag.run.sweep_folders`) is one `warning:` line and left out; the others are still
+A damaged job (`hipporag.harness.sweep_folders`) is one `warning:` line and left out; the others are still
 written, and the command exits 2.
 """
 
@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweeps-root", type=Path, default=REPO_ROOT / "outputs" / "multirun")
     args = ap.parse_args(argv)
 
+    from hipporag.harness.tracking import has_wandb_credentials
     from hipporag.report import dashboard as db
-    from hipporag.run.tracking import has_wandb_credentials
 
     try:
         folders = list(args.folders)

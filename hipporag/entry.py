@@ -27,8 +27,8 @@ from hipporag.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from hipporag.run.record import RunRecord
-    from hipporag.run.settings import Settings
+    from hipporag.harness.record import RunRecord
+    from hipporag.harness.settings import Settings
 
 INTERRUPTED = "interrupted; the cache is kept and a rerun resumes"
 
@@ -88,14 +88,14 @@ def write_partial_sweep_report(sweep_dir: Path) -> None:
 def precheck_command_line(argv: list[str]) -> None:
     """Hydra's refusal of the command line itself (`method=nonexistent`, a malformed override) as one line and
     exit 2, where Hydra would print several lines and exit 1. Only plain overrides (and -m) are checked here:
-    the sweeps are `run.sweep_check`'s, flags such as --config-path or --help are Hydra's own."""
+    the sweeps are `harness.sweep_check`'s, flags such as --config-path or --help are Hydra's own."""
     if {a for a in argv if a.startswith("-")} - {"-m", "--multirun"}:
         return
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException, MissingConfigException, OverrideParseException
 
-    from hipporag.run.settings import compose
-    from hipporag.run.sweep_check import hydra_words
+    from hipporag.harness.settings import compose
+    from hipporag.harness.sweep_check import hydra_words
 
     overrides = [a for a in argv if not a.startswith("-")]
     multirun = bool({"-m", "--multirun"} & set(argv))
@@ -142,15 +142,15 @@ def run_checked(
 
     protect_run(cfg, run_dir)  # before anything is logged: secrets masked in run.log and Hydra's .hydra files
     guard_log_files()  # run.log on a full disk: one warning line, not a traceback per record
-    from hipporag.run.tracking import detach_inherited_wandb_service
+    from hipporag.harness.tracking import detach_inherited_wandb_service
 
     detach_inherited_wandb_service()  # this run's W&B service is its own (see there)
     try:
-        from hipporag.run.settings import load_settings
+        from hipporag.harness.settings import load_settings
 
         settings = settings or load_settings(cfg)  # the Python API's sweep has checked every job already
         # heavy imports (torch through the embedder, the LLM) only once the knobs are known to be good
-        from hipporag.run.experiment import run_experiment
+        from hipporag.harness.experiment import run_experiment
 
         return run_experiment(cfg, run_dir, sweep_group=sweep_group, settings=settings)
     except (OSError, sqlite3.Error) as e:  # a full disk, a read-only or foreign cache: one line naming where

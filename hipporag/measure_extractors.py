@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
+    from hipporag.harness.settings import compose
     from hipporag.recheck.extractor_report import format_report, measure_extractors, parse_candidate
     from hipporag.report.blocks import upsert_block
-    from hipporag.run.settings import compose
 
     try:
         candidates = [parse_candidate(c) for c in args.candidate]

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cache: {args.cache} ({cache_dir}{'' if cache_dir == shared else f', shared: {shared}'})", file=sys.stderr)
     try:
         outcomes = run_all(chosen, args, data_dir, cache_dir, out)
-    except KeyboardInterrupt as e:  # the run in flight was stopped first (run.launch)
+    except KeyboardInterrupt as e:  # the run in flight was stopped first (harness.launch)
         from hipporag.core.termination import Terminated
 
         if cache_dir != shared:

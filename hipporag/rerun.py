@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("overrides", nargs="*", help="after --: overrides for the rerun")
     args = ap.parse_intermixed_args(argv)  # overrides may follow --out (RUN_DIR --out X -- a=b)
 
+    from hipporag.harness.record import read_record
     from hipporag.recheck.rerun import compare_metrics, format_comparison, provenance_changes, rerun
-    from hipporag.run.record import read_record
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as e:
         print(f"error: {e.one_line()}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
-    except KeyboardInterrupt as e:  # the rerun was stopped first (run.launch)
+    except KeyboardInterrupt as e:  # the rerun was stopped first (harness.launch)
         from hipporag.core.termination import Terminated
 
         print("error: interrupted; the rerun was stopped", file=sys.stderr)

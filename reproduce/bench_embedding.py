@@ -132,7 +132,7 @@ def table(rows: list[dict], options: list[dict], threads: int) -> str:
 def main() -> None:
     import torch
 
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.harness.settings import compose, load_settings
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(

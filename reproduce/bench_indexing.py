@@ -30,12 +30,12 @@ START, END = "<!-- bench_indexing:start -->", "<!-- bench_indexing:end -->"
 
 def main() -> None:
     from hipporag.data.sources import load_dataset
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.graph import prepare_graph_inputs
     from hipporag.index.openie import build_extractor, run_openie
     from hipporag.index.openie.validity import valid_triples
     from hipporag.index.synonymy import SynonymyStore
-    from hipporag.run.settings import compose, load_settings
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sample", type=int, default=1000)

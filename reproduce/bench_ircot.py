@@ -145,11 +145,11 @@ def stop_server(proc: subprocess.Popen) -> dict:
 def setup(args, base: str, port: int):
     """Settings, index, retrieval context (without an LLM) and the IRCoT retriever for one base."""
     from hipporag.data.sources import load_dataset
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.openie import build_extractor
     from hipporag.retrieval.methods import RetrievalContext, get_method
-    from hipporag.run.settings import compose, load_settings
 
     openie = args.data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
     settings = load_settings(

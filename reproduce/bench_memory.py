@@ -40,11 +40,11 @@ def measure(
     n: int, share: float, profile: dict, embedder_kind: str, model: Path | None, work: Path, knobs: list[str]
 ) -> dict:
     from hipporag.core.textnorm import passage_id
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import build_embedder
     from hipporag.index.memory import Memory
     from hipporag.index.openie import build_extractor
-    from hipporag.run.settings import compose, load_settings
 
     extra = round(share * n)
     corpus = generate_corpus(n + extra, profile, seed=0, n_queries=1)

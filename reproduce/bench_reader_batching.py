@@ -20,8 +20,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def main() -> None:
     from hipporag.data.sources import load_dataset
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.llm.transformers_chat import SMOLLM2_GGUF, TransformersChatLLM
-    from hipporag.run.settings import compose, load_settings
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=32, help="prompts (default 32)")

@@ -23,8 +23,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def demo_reader_conversations(cache_dir: Path) -> list[list[dict]]:
-    """The reader messages `python run.py` sends (hipporag/run/experiment.py up to `read`), method by method."""
+    """The reader messages `python run.py` sends (hipporag/harness/experiment.py up to `read`), method by method."""
     from hipporag.data.sources import load_dataset
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.openie import build_extractor
@@ -32,7 +33,6 @@ def demo_reader_conversations(cache_dir: Path) -> list[list[dict]]:
     from hipporag.llm.reader import reader_contexts
     from hipporag.retrieval.methods import RetrievalContext
     from hipporag.retrieval.ranking_cache import key_values, rank
-    from hipporag.run.settings import compose, load_settings
 
     s = load_settings(compose("tracker=none", f"cache_dir={cache_dir}"))
     knobs = s.knobs
@@ -61,8 +61,8 @@ def demo_reader_conversations(cache_dir: Path) -> list[list[dict]]:
 def main() -> None:
     import torch
 
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.llm.transformers_chat import SMOLLM2_GGUF, TransformersChatLLM
-    from hipporag.run.settings import compose, load_settings
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(

@@ -159,12 +159,12 @@ def peak_rss_gib() -> float:
 def musique_case(data: Path):
     """The real graph and the real seed vectors of the 100 musique_train queries (no filter)."""
     from hipporag.data.sources import load_dataset
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.openie import build_extractor
     from hipporag.retrieval.methods import RetrievalContext
     from hipporag.retrieval.methods.hipporag2 import HippoRAG2Retriever
-    from hipporag.run.settings import compose, load_settings
 
     cache = Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache"))
     openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"

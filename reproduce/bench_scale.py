@@ -377,12 +377,12 @@ def measure_ours(paths: dict, embedder_kind: str, model_path: str | None, cache_
 
     torch.set_num_threads(threads)
     from hipporag.data.dataset import Query
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.openie import build_extractor
     from hipporag.retrieval.methods import RetrievalContext
     from hipporag.retrieval.methods.hipporag2 import HippoRAG2Retriever
-    from hipporag.run.settings import compose, load_settings
 
     overrides = ["extractor=imported", f"extractor.path={paths['openie']}", "embedder=minilm"]
     if embedder_kind == "tiny":

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hipporag.run.record import read_record
+from hipporag.harness.record import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 

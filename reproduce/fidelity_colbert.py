@@ -41,12 +41,12 @@ def main() -> int:
     from colbert.modeling.colbert import colbert_score_packed
 
     from hipporag.data.sources import demo_data_dir, load_dataset
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.openie import build_extractor
     from hipporag.retrieval.colbert import ColBERTv2, maxsim
     from hipporag.retrieval.methods import RetrievalContext
-    from hipporag.run.settings import compose, load_settings
 
     tmp = Path(tempfile.mkdtemp(prefix="fidelity-colbert-"))
     checkpoint = args.checkpoint

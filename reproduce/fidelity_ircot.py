@@ -138,13 +138,13 @@ def main() -> None:
     os.environ["HIPPORAG_DATA_DIR"] = str(args.data)
     sys.path.insert(0, str(ROOT))
     from hipporag.data.sources import load_dataset
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.openie import build_extractor
     from hipporag.llm.backends import build_llm
     from hipporag.prompts.__main__ import main as prompts_main
     from hipporag.retrieval.methods import RetrievalContext, get_method, method_options
-    from hipporag.run.settings import compose, load_settings
 
     rows, request_rows = [], []
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,8 +22,8 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hipporag.harness.record import RECORDS_FILE, RunRecord, read_record  # noqa: E402
 from hipporag.report.blocks import replace_block  # noqa: E402
-from hipporag.run.record import RECORDS_FILE, RunRecord, read_record  # noqa: E402
 
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())
 START, END = "<!-- measured:start -->", "<!-- measured:end -->"

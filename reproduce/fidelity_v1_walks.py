@@ -61,12 +61,12 @@ def main() -> int:
     get_neighbors = legacy_get_neighbors(args.checkout, ref)
 
     from hipporag.data.sources import load_dataset
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.openie import build_extractor
     from hipporag.retrieval.methods import RetrievalContext
     from hipporag.retrieval.methods.hipporag_v1 import _entity_structures, spread_to_neighbors
-    from hipporag.run.settings import compose, load_settings
 
     tmp = Path(tempfile.mkdtemp(prefix="fidelity-v1-walks-"))
     s = load_settings(compose("method=hipporag", "graph_walk=query_nodes", *args.overrides))

@@ -73,8 +73,8 @@ def prepare(out: Path, dry_run: bool, cache: Path) -> None:
     import scipy.sparse as sp
     from sentence_transformers import SentenceTransformer
 
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.retrieval.ppr import batched_ppr
-    from hipporag.run.settings import compose, load_settings
 
     out.mkdir(parents=True, exist_ok=True)
     data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))

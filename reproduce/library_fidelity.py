@@ -47,10 +47,10 @@ from scripted_server import ScriptedServer, messages_key  # noqa: E402
 
 from hipporag.core.textnorm import passage_id  # noqa: E402
 from hipporag.data.sources import load_dataset  # noqa: E402
+from hipporag.harness.record import RECORDS_FILE  # noqa: E402
+from hipporag.harness.settings import compose, load_settings  # noqa: E402
 from hipporag.index.embed import build_embedder  # noqa: E402
 from hipporag.retrieval.methods import method_options  # noqa: E402
-from hipporag.run.record import RECORDS_FILE  # noqa: E402
-from hipporag.run.settings import compose, load_settings  # noqa: E402
 
 START, END = "<!-- library-fidelity:start -->", "<!-- library-fidelity:end -->"
 HASH_SEED = "0"

@@ -76,12 +76,12 @@ def compare(a: dict, b: dict) -> dict:
 
 def harness_side(passages, batches, delete, questions, data: Path) -> dict:
     from hipporag.data.dataset import Query
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import EmbeddingCache, build_embedder
     from hipporag.index.memory import Memory
     from hipporag.index.openie import build_extractor
     from hipporag.retrieval.methods import RetrievalContext, get_method
-    from hipporag.run.settings import compose, load_settings
 
     settings = load_settings(
         compose(

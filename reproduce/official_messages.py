@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hipporag.run.record import RECORDS_FILE
+from hipporag.harness.record import RECORDS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "reproduce" / "official_side" / "recording_server.py"
@@ -227,9 +227,9 @@ def scoring_block(args, records: list[dict], tmp: Path) -> list[str]:
 
 
 def harness_openie(passages: list[str], prompts: Path, url: str, cache: Path):
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.openie import build_extractor
     from hipporag.llm.backends import build_llm
-    from hipporag.run.settings import compose, load_settings
 
     os.environ["OPENAI_API_KEY"] = "sk-local"
     s = load_settings(
@@ -254,7 +254,7 @@ def corpus_texts(data: Path) -> dict[str, str]:
     """{passage id: text} of musique_train as the harness reads it (per_query.parquet keeps ids and snippets)."""
     from hipporag.core.textnorm import passage_id
     from hipporag.data.sources import load_dataset
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.harness.settings import compose, load_settings
 
     dataset = load_dataset(load_settings(compose("dataset=musique_train", f"dataset.data_dir={data}")).dataset)
     return {passage_id(t): t for t in dataset.passage_texts()}

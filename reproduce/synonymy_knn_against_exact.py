@@ -103,8 +103,8 @@ def measure(label: str, passages_entities: list[list[str]], n: int, embed, work:
 
 
 def embedder_for(kind: str, model: Path | None):
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.embed import build_embedder
-    from hipporag.run.settings import compose, load_settings
 
     overrides = ["embedder=minilm"]
     if kind == "tiny":

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def settings():
     """The typed settings of `python run.py` (conf/ composed, nothing run): `settings("method=bm25", ...)`."""
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.harness.settings import compose, load_settings
 
     return lambda *overrides: load_settings(compose(*overrides))
 

@@ -16,7 +16,7 @@ from cli import run_cli
 import hipporag
 from hipporag.core.errors import DatasetError, SettingError
 from hipporag.core.textnorm import passage_id
-from hipporag.run.sweep_folders import job_overrides, swept_knobs
+from hipporag.harness.sweep_folders import job_overrides, swept_knobs
 
 pytestmark = pytest.mark.slow  # runs experiments (MiniLM)
 
@@ -166,7 +166,7 @@ def test_a_sweep_expands_its_jobs_as_the_command_line_does():
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     from hipporag.core.errors import SettingError
-    from hipporag.run.sweep_check import expand_sweep
+    from hipporag.harness.sweep_check import expand_sweep
 
     for overrides in (
         ["damping=0.3,0.5", "method=bm25,dense", "read=false"],

@@ -165,9 +165,9 @@ def test_the_corpus_identity_is_unambiguous_for_any_text():
 
 
 def test_unusable_answers_above_the_share_degrade_the_run():
+    from hipporag.harness.record import MethodRecord, RunRecord, StageUsage
+    from hipporag.harness.summary import status_lines, unusable_answers
     from hipporag.index.openie import OpenIEStats
-    from hipporag.run.record import MethodRecord, RunRecord, StageUsage
-    from hipporag.run.summary import status_lines, unusable_answers
 
     usage = {"filter": StageUsage(calls=20, errors=0, unusable=2)}
     openie = OpenIEStats(passages=45, unusable=1)

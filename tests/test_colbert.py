@@ -120,10 +120,10 @@ def test_token_vectors_are_cached_by_encoder_and_texts(encoder, corpus, tmp_path
 def demo_index(tmp_path_factory):
     """The demo's index (any method's: it does not depend on the method), its dataset, embedder and cache."""
     from hipporag.data.sources import load_dataset
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
     from hipporag.index.embed import build_embedder
     from hipporag.index.openie import build_extractor
-    from hipporag.run.settings import compose, load_settings
 
     s = load_settings(compose())
     cache = tmp_path_factory.mktemp("colbert-demo-cache")

@@ -1,4 +1,4 @@
-"""The continual-memory protocol (`python run.py +experiment=continual`, hipporag/run/continual.py): batches,
+"""The continual-memory protocol (`python run.py +experiment=continual`, hipporag/harness/continual.py): batches,
 forgetting, per-step scores on the answerable questions, the step's cost beside a rebuild's, and the files and
 W&B steps it leaves."""
 
@@ -15,7 +15,7 @@ import hipporag
 from hipporag.core.errors import SettingError
 from hipporag.core.textnorm import passage_id
 from hipporag.data.sources import load_dataset
-from hipporag.run.continual import answerable, plan
+from hipporag.harness.continual import answerable, plan
 
 
 def test_the_plan_covers_the_corpus_once_in_even_batches_fixed_by_its_seed():

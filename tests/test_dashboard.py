@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from hipporag.eval.paired import pair_records, winner
+from hipporag.harness.record import RunRecord
+from hipporag.harness.sweep_folders import swept_knobs
+from hipporag.harness.tracking import uniform_keys
 from hipporag.report.wandb_report import build_report, specification
-from hipporag.run.record import RunRecord
-from hipporag.run.sweep_folders import swept_knobs
-from hipporag.run.tracking import uniform_keys
 
 
 def record(method, qid, r5, f1=None, r2=0.0):

@@ -13,11 +13,11 @@ import yaml
 
 from hipporag.core.errors import DatasetError
 from hipporag.data.formats import load_files
+from hipporag.harness.record import MethodRecord, RunRecord
+from hipporag.harness.tracking import write_run_files
 from hipporag.llm.generation import Generation
 from hipporag.report import comparison, sweep_report
 from hipporag.report.markdown import md_cell, md_text
-from hipporag.run.record import MethodRecord, RunRecord
-from hipporag.run.tracking import write_run_files
 
 SCRIPT = "<script>alert('x')</script>"
 

@@ -239,7 +239,7 @@ def _flip_one_passage_vector(cache: Path) -> Path:
     """Sign-flip one stored passage vector in place, as a bad disk or a stray write would."""
     from hipporag.core.textnorm import text_hash
     from hipporag.data.sources import load_dataset
-    from hipporag.run.settings import compose
+    from hipporag.harness.settings import compose
 
     first = load_dataset(compose().dataset).passage_texts()[0]
     for path in cache.glob("embeddings/*.sqlite"):
@@ -283,7 +283,7 @@ def test_damaged_cache_is_reported_and_rebuilt_with_the_same_numbers(reference, 
 def test_a_store_the_run_does_not_need_is_never_opened(reference, tmp_path):
     """A garbage LLM response store does not stop a run that never calls the LLM (read=false filter=none)."""
     from hipporag.cache.keys import stable_key
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.harness.settings import compose, load_settings
 
     _, ref_cache, expected, _ = reference
     cache = tmp_path / "cache"

@@ -69,8 +69,8 @@ def test_graph_matches_official_counts(runs):
 
 
 def test_the_run_gives_the_recorded_regression_numbers(runs):
+    from hipporag.harness.record import read_record
     from hipporag.recheck import regressions as rg
-    from hipporag.run.record import read_record
 
     reg = rg.load(ROOT / "reproduce" / "regressions" / "musique_train-fidelity.yaml")
     measured = rg.measured_values(read_record(runs[0]))

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from hipporag.core.meter import Spend, measure
+from hipporag.harness.ledger import cost_line, headline, method_ledger, query_ledger
 from hipporag.index.build import INDEX_PARTS, IndexReport
 from hipporag.llm.generation import Generation
 from hipporag.retrieval.ranking_cache import Ranked
-from hipporag.run.ledger import cost_line, headline, method_ledger, query_ledger
 
 CONVERSATIONS = [[{"role": "user", "content": f"question {i}: what is {i} plus {i}?"}] for i in range(6)]
 

@@ -14,10 +14,10 @@ pytest.importorskip("lightrag")
 
 from hipporag.core.textnorm import passage_id  # noqa: E402
 from hipporag.data.sources import load_dataset  # noqa: E402
+from hipporag.harness.continual import run_protocol  # noqa: E402
+from hipporag.harness.pipeline import Pipeline  # noqa: E402
 from hipporag.index.embed import build_embedder  # noqa: E402
 from hipporag.retrieval.library_memory import LibraryStepError, library_memory  # noqa: E402
-from hipporag.run.continual import run_protocol  # noqa: E402
-from hipporag.run.pipeline import Pipeline  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def protocol_rows(scripted, method: str) -> list[dict]:
     """The continual protocol on the demo (3 batches, a fifth forgotten per step) with `method`'s own incremental
     index beside its one-shot builds: its rows, once what holds for every library is checked."""
     _, _, dataset, embedder, cache, overrides = scripted
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.harness.settings import compose, load_settings
 
     knobs = ("continual_batches=3", "continual_delete=0.2", "continual_rebuild=false", "read=false")
     s = load_settings(compose(*overrides, f"method={method}", "baseline=null", *knobs))
@@ -110,7 +110,7 @@ def test_graphrag_grows_by_its_update_run_and_keeps_what_was_forgotten(scripted)
     pytest.importorskip("graphrag")
     import pandas as pd
 
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.harness.settings import compose, load_settings
 
     server, _, dataset, embedder, cache, overrides = scripted
     runner = library_runner(load_settings(compose(*overrides, "method=graphrag", "baseline=null")), embedder, cache)

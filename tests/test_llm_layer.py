@@ -163,7 +163,7 @@ def test_a_greedy_answer_does_not_depend_on_its_batch_mates():
     from cli import DATA
 
     from hipporag.data.sources import load_dataset
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.harness.settings import compose, load_settings
 
     if not (DATA / "musique_train").is_dir():
         pytest.skip(f"benchmark data not found under {DATA}")

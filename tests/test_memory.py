@@ -18,12 +18,12 @@ import pytest
 from hipporag.core.errors import DatasetError, LLMFailureError
 from hipporag.core.textnorm import passage_id
 from hipporag.data.sources import load_dataset
+from hipporag.harness.continual import edge_weights, graph_difference, write_steps
 from hipporag.index.build import build_index
 from hipporag.index.embed import EmbeddingCache, build_embedder
 from hipporag.index.memory import Memory
 from hipporag.index.openie import build_extractor
 from hipporag.retrieval.methods import RetrievalContext, get_method
-from hipporag.run.continual import edge_weights, graph_difference, write_steps
 
 SHARED_METHODS = ("dense", "bm25", "hipporag", "hipporag2")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"

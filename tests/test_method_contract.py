@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from hipporag.data.sources import load_dataset
+from hipporag.harness.pipeline import Pipeline
 from hipporag.retrieval.methods import METHODS, register_method
 from hipporag.retrieval.methods.base import Ranking, ranking_violations
 from hipporag.retrieval.ranking_cache import key_values, unkeyed_reads
-from hipporag.run.pipeline import Pipeline
 
 # the settings each method is run under besides its YAML's: its LLM paths and linkings (a method not named
 # here runs under its YAML alone, so a new method is covered as soon as it is registered); {tiny_colbert} is
@@ -109,7 +109,7 @@ def demo(tmp_path_factory, settings):
 def ranked(demo, *overrides, method=None, rankings_in=None):
     """A run's ranking (`Pipeline.rank`) under `python run.py OVERRIDES`'s settings (`method`: a `Configured`
     method in place of the settings' one; `rankings_in`: another cache folder for the rankings)."""
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.harness.settings import compose, load_settings
 
     dataset, index, embedder, cache, llm_overrides = demo
     s = load_settings(compose(*llm_overrides, *overrides))
@@ -137,7 +137,7 @@ def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_hol
     first, values = ranked(demo, f"method={name}", *variant)
     assert ranking_violations(first.rankings, len(index.passages), len(dataset.queries)) == []
     assert unkeyed_reads(name, values, set(first.reads)) == set(), f"method {name} reads outside its key"
-    from hipporag.run.settings import compose, load_settings
+    from hipporag.harness.settings import compose, load_settings
 
     options = load_settings(compose(*demo[4], f"method={name}", *variant)).method.options
     declared = METHODS[name].parts_of(options)

@@ -9,11 +9,11 @@ import pytest
 from cli import run_cli
 from omegaconf import OmegaConf
 
+from hipporag.harness.record import MethodRecord, RunRecord
+from hipporag.harness.settings import compose_each, load_settings
 from hipporag.paper.compare import _differences, match_paper_row, our_row
 from hipporag.paper.numbers import TABLES, load_table
 from hipporag.paper.rows import ROWS, paper_rows
-from hipporag.run.record import MethodRecord, RunRecord
-from hipporag.run.settings import compose_each, load_settings
 
 RUNNABLE = sorted(key for key, setting in ROWS.items() if setting.runnable)
 

@@ -1,7 +1,7 @@
 """Every registered part of every kind keeps the contract the rest of the harness relies on.
 
 The tests are parameterised over the registries themselves (`index.openie.EXTRACTORS`, `index.embed.EMBEDDERS`,
-`llm.backends.LLM_BACKENDS`, `run.tracking.TRACKERS`, `data.sources.DATASET_SOURCES`): a newly registered part
+`llm.backends.LLM_BACKENDS`, `harness.tracking.TRACKERS`, `data.sources.DATASET_SOURCES`): a newly registered part
 is covered without editing this file. Each part is built as a run builds it, from its shipped
 `conf/<group>/*.yaml` through `compose` / `load_settings` and its registry, and runs on the demo corpus.
 The `*_recipes` fixtures say how a known part runs here (the local server or file it is pointed at), the
@@ -52,6 +52,7 @@ from hipporag.core.errors import LLMUnreachableError, UserError
 from hipporag.core.paths import CONF_DIR, group_config
 from hipporag.core.textnorm import passage_id, text_hash
 from hipporag.data.sources import DATASET_SOURCES, demo_data_dir, load_dataset
+from hipporag.harness.tracking import TRACKERS, make_tracker, uniform_keys
 from hipporag.index.embed import EMBEDDERS, EmbeddingCache, build_embedder
 from hipporag.index.openie import EXTRACTORS, build_extractor, openie_store, run_openie
 from hipporag.index.openie.extraction import Extraction
@@ -59,7 +60,6 @@ from hipporag.index.openie.llm_extractor import ner_messages
 from hipporag.index.openie.validity import valid_entities, valid_triples
 from hipporag.llm.backends import LLM_BACKENDS, build_llm
 from hipporag.llm.generation import Generation
-from hipporag.run.tracking import TRACKERS, make_tracker, uniform_keys
 
 pytestmark = pytest.mark.slow  # loads models (spaCy, MiniLM, SmolLM2) and runs the harness once
 
@@ -749,8 +749,8 @@ def real_run(tmp_path_factory):
     """The metrics and per-query records of a real run (`python run.py read=false tracker=none`, in process)."""
     import pandas as pd
 
-    from hipporag.run.experiment import run_experiment
-    from hipporag.run.settings import compose
+    from hipporag.harness.experiment import run_experiment
+    from hipporag.harness.settings import compose
 
     tmp = tmp_path_factory.mktemp("real_run")
     cfg = compose("read=false", "tracker=none", f"cache_dir={tmp / 'cache'}")

@@ -1,4 +1,4 @@
-"""One wiring (`run.pipeline.Pipeline`): the parts of a run (LLM, extractor, embedder, index, retrieval context,
+"""One wiring (`harness.pipeline.Pipeline`): the parts of a run (LLM, extractor, embedder, index, retrieval context,
 ranking key) are built in one place, which `python run.py`, the continual protocol, the Python API and the
 tests share; a second wiring somewhere else is refused by name."""
 
@@ -20,7 +20,7 @@ WIRING = {
     "hipporag.retrieval.methods": {"RetrievalContext"},
     "hipporag.retrieval.methods.base": {"RetrievalContext"},
 }
-PIPELINE = PACKAGE / "run" / "pipeline.py"
+PIPELINE = PACKAGE / "harness" / "pipeline.py"
 
 
 def wiring_calls(path: Path) -> list[str]:
@@ -50,7 +50,7 @@ def test_only_the_pipeline_builds_a_runs_parts():
         for p in sorted(PACKAGE.rglob("*.py"))
         if p != PIPELINE and p not in defining and (found := wiring_calls(p))
     }
-    assert elsewhere == {}, f"wire these through hipporag.run.pipeline.Pipeline instead: {elsewhere}"
+    assert elsewhere == {}, f"wire these through hipporag.harness.pipeline.Pipeline instead: {elsewhere}"
     assert set(wiring_calls(PIPELINE)) >= {"hipporag.llm.backends.build_llm", "hipporag.index.build.build_index"}
 
 
@@ -63,7 +63,7 @@ def test_the_check_sees_a_second_wiring(tmp_path):
 
 
 def test_one_llm_per_llm_config_and_the_parts_it_was_given(settings, tmp_path):
-    from hipporag.run.pipeline import Pipeline
+    from hipporag.harness.pipeline import Pipeline
 
     s = settings("llm=openai", "llm.model=one", "llm.base_url=http://127.0.0.1:9/v1")
     pipeline = Pipeline(s, cache_dir=tmp_path)

@@ -9,12 +9,12 @@ import yaml
 from cli import run_cli
 
 from hipporag.core.errors import SettingError
+from hipporag.harness.settings import compose, load_settings
 from hipporag.index.openie import build_extractor
 from hipporag.llm.backends import build_llm
 from hipporag.prompts.loading import MAX_PROMPT_FILE_BYTES, SHIPPED_DIR, folder_choice, shipped
 from hipporag.prompts.prompt_set import PromptSetError, parse_prompt_set
 from hipporag.retrieval.ranking_cache import key_values, ranking_key
-from hipporag.run.settings import compose, load_settings
 
 DEFAULT = yaml.safe_load((SHIPPED_DIR / "default.yaml").read_text())
 

@@ -14,10 +14,10 @@ import string
 import pytest
 import yaml
 
+from hipporag.harness.settings import compose, load_settings
 from hipporag.prompts.__main__ import main
 from hipporag.prompts.loading import load_prompts
 from hipporag.prompts.official import official_sets
-from hipporag.run.settings import compose, load_settings
 
 QA = """
 docs = "Wikipedia Title: Alpha\\nAlpha costs $$5.\\nWikipedia Title: Beta\\nBeta is blue."

@@ -8,7 +8,7 @@ from importlib import metadata
 import pytest
 
 from hipporag.core.paths import REPO_ROOT
-from hipporag.run.provenance import FileDigests, code_version, collect_provenance, model_record
+from hipporag.harness.provenance import FileDigests, code_version, collect_provenance, model_record
 
 
 def git(cwd, *args):
@@ -95,8 +95,8 @@ def _maybe(package):
 
 
 def test_compare_metrics_verdicts():
+    from hipporag.harness.record import RunRecord
     from hipporag.recheck.rerun import compare_metrics, provenance_changes
-    from hipporag.run.record import RunRecord
 
     def record(recall: float, seconds: float, high: float, dirty: bool = False) -> RunRecord:
         dense = {"recall@2": recall, "em": None, "retrieve_s": seconds, "ci": {"recall@2": [0.4, high]}}

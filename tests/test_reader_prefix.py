@@ -4,8 +4,8 @@ continued from; an answer stays a function of its own messages, and the option i
 import pytest
 
 from hipporag.data.sources import load_dataset
+from hipporag.harness.settings import compose, load_settings
 from hipporag.llm.transformers_chat import SMOLLM2_GGUF, TransformersChatLLM
-from hipporag.run.settings import compose, load_settings
 
 
 def test_prefix_cache_is_shipped_on_and_part_of_the_identity():

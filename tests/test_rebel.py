@@ -74,8 +74,8 @@ def test_a_checkpoint_folder_extracts_truncates_and_is_cached(tiny_rebel, tmp_pa
 
 @pytest.mark.slow
 def test_the_extractor_config_builds_rebel_from_a_local_folder(tiny_rebel):
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.index.openie import build_extractor
-    from hipporag.run.settings import compose, load_settings
 
     settings = load_settings(compose("extractor=rebel", f"extractor.model={tiny_rebel}", "extractor.device=cpu"))
     extractor = build_extractor(settings.extractor)

@@ -1,4 +1,4 @@
-"""The run record (metrics.json) through its one module, `hipporag/run/record.py`: records of older harnesses read
+"""The run record (metrics.json) through its one module, `hipporag/harness/record.py`: records of older harnesses read
 without parts invented for them, a damaged part is one line naming its key, the typed stage counters keep every
 counter the LLM layer counts, and no other module names the record's files. A real run's record read back as
 it was written is in tests/test_tampered_folders.py (its real sweep)."""
@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hipporag.llm.cached import LLMUsage
-from hipporag.run.record import (
+from hipporag.harness.record import (
     METRICS_FILE,
     RECORDS_FILE,
     DamagedRecordError,
@@ -23,6 +22,7 @@ from hipporag.run.record import (
     StageUsage,
     read_record,
 )
+from hipporag.llm.cached import LLMUsage
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,15 +101,15 @@ def _code_strings(path: Path):
 
 
 def test_only_the_record_module_names_the_record_files():
-    """Every reader goes through `run.record` (its constants, `read_record`): a literal "metrics.json" or
+    """Every reader goes through `harness.record` (its constants, `read_record`): a literal "metrics.json" or
     "per_query.parquet" in code elsewhere is a reader of its own."""
     names = {f'"{METRICS_FILE}"', f"'{METRICS_FILE}'", f'"{RECORDS_FILE}"', f"'{RECORDS_FILE}'"}
     files = [*(ROOT / "hipporag").rglob("*.py"), *(ROOT / "reproduce").rglob("*.py"), ROOT / "run.py"]
     found = [
         f"{path.relative_to(ROOT)}:{t.start[0]}"
         for path in files
-        if path != ROOT / "hipporag" / "run" / "record.py"
+        if path != ROOT / "hipporag" / "harness" / "record.py"
         for t in _code_strings(path)
         if t.string in names
     ]
-    assert not found, f"the record's files named outside hipporag/run/record.py: {found}"
+    assert not found, f"the record's files named outside hipporag/harness/record.py: {found}"

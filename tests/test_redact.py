@@ -1,4 +1,4 @@
-"""Secrets masked by value (core.redact) and overrides limited to the harness's own (run.override_rules): the
+"""Secrets masked by value (core.redact) and overrides limited to the harness's own (harness.override_rules): the
 module's rules, the writers that call it, and the refusals of `hipporag.regress` and `hipporag.rerun` (in
 process: nothing here loads a model; the command-line runs are in test_faults.py)."""
 
@@ -17,9 +17,9 @@ from hipporag import regress
 from hipporag import rerun as rerun_cmd
 from hipporag.core import redact as R
 from hipporag.entry import fail
-from hipporag.run.override_rules import config_refusal, override_refusal
-from hipporag.run.record import MethodRecord, RunRecord
-from hipporag.run.tracking import write_run_files
+from hipporag.harness.override_rules import config_refusal, override_refusal
+from hipporag.harness.record import MethodRecord, RunRecord
+from hipporag.harness.tracking import write_run_files
 
 
 @pytest.fixture(autouse=True)

@@ -13,11 +13,11 @@ from hipporag.core.errors import SettingError
 from hipporag.core.paths import CONF_DIR, group_config
 from hipporag.core.registry import Configured, Registry, construct, option
 from hipporag.core.rules import integer, text
+from hipporag.harness.settings import REGISTRIES, compose, load_settings
 from hipporag.paper.compare import ablation_knobs
 from hipporag.paper.labels import LABELS, PaperLabels
 from hipporag.retrieval.methods import METHODS, get_method, register_method
 from hipporag.retrieval.ranking_cache import ranking_key
-from hipporag.run.settings import REGISTRIES, compose, load_settings
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def test_compare_passes_float_noise_and_fails_one_changed_query():
 
 
 def test_a_run_shaped_by_a_failure_is_never_recorded():
-    from hipporag.run.record import RunRecord
+    from hipporag.harness.record import RunRecord
 
     def record(doc: dict) -> RunRecord:  # as metrics.json has it
         return RunRecord.from_json({"method": next(iter(doc["methods"])), **copy.deepcopy(doc)})

@@ -17,6 +17,7 @@ from cli import ROOT, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from hipporag.harness.settings import compose as compose_run
 from hipporag.paper.compare import classify_ablation
 from hipporag.paper.compare import compare as compare_sweep
 from hipporag.paper.compare import main as reproduce_main
@@ -29,7 +30,6 @@ from hipporag.paper.numbers import (
     load_table,
     qa_setting,
 )
-from hipporag.run.settings import compose as compose_run
 
 NUMBERS = ROOT / "reproduce" / "paper_numbers"
 

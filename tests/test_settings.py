@@ -9,8 +9,8 @@ from omegaconf import OmegaConf
 from hipporag.core.errors import SettingError
 from hipporag.core.knobs import INDEX_KNOBS, QUERY_KNOBS, RULES, RUN_KNOBS, Knobs
 from hipporag.core.paths import CONF_DIR
+from hipporag.harness.settings import GROUPS, compose, load_settings
 from hipporag.retrieval.methods import METHODS
-from hipporag.run.settings import GROUPS, compose, load_settings
 
 
 def test_every_top_level_knob_is_declared_once_with_a_class():

@@ -1,7 +1,7 @@
 """Run and sweep folders damaged after the fact, read back by the real commands (`hipporag report`, `dashboard`,
 `reproduce`): never a traceback, never `inf` or `nan` printed as a result.
 
-The rule (`hipporag/run/sweep_folders.py`): a damaged job is one `warning: left out: ...` line naming its file
+The rule (`hipporag/harness/sweep_folders.py`): a damaged job is one `warning: left out: ...` line naming its file
 and key, the other jobs are still reported, and the command exits 2; a folder with nothing readable is one
 `error:` line, exit 2. One real sweep (two jobs, the demo corpus) is built per module and copied per case.
 """
@@ -165,9 +165,9 @@ def test_a_record_from_before_schema_versions_reads_as_version_1(sweep, tmp_path
 
 
 def test_a_real_record_reads_back_as_it_was_written(sweep):
-    """The writer and the reader are one module (`run.record`): a real run's metrics.json, typed and written
+    """The writer and the reader are one module (`harness.record`): a real run's metrics.json, typed and written
     again, is the same JSON, every part and every number."""
-    from hipporag.run.record import read_record
+    from hipporag.harness.record import read_record
 
     for job in ("0", "1"):
         written = json.loads((sweep / job / "metrics.json").read_text())

@@ -14,7 +14,7 @@ import yaml
 from cli import run_cli
 
 from hipporag import regress
-from hipporag.run.override_rules import credential_refusal
+from hipporag.harness.override_rules import credential_refusal
 
 KEY = f"sk-{secrets.token_hex(12)}"  # the user's OpenAI key
 AWS = f"aws-{secrets.token_hex(12)}"  # a secret the planted file aims at

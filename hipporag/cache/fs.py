@@ -40,7 +40,7 @@ SHARED_TYPES = frozenset(
 )  # fmt: skip
 
 STALE_AFTER_S = 86400.0  # a temporary of another host's process this old is abandoned
-_requested: str | None = None  # set once per run (run.experiment); None: $HIPPORAG_CACHE_MODE, else auto
+_requested: str | None = None  # set once per run (harness.experiment); None: $HIPPORAG_CACHE_MODE, else auto
 _detected: dict[str, tuple[str, str | None]] = {}  # directory -> (mode, file system type), once per process
 _lock = threading.Lock()
 

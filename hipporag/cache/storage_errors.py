@@ -42,7 +42,7 @@ _SQLITE_WORDS = {
 def storage_error(e: BaseException, cache_dir: Path | str | None) -> StorageError | None:
     """The one-line error for a storage failure, or None when `e` is something else. An OSError names its file
     when it has one; one without (a write on an open file) is the cache's: the run folder's writers name theirs
-    (`run.tracking.write_run_files`)."""
+    (`harness.tracking.write_run_files`)."""
     if isinstance(e, OSError) and e.errno in _OS_WORDS:
         # a copy or a move names both files: the one written is the second (the full disk, the read-only one)
         written = e.filename2 if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) else None

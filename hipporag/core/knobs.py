@@ -64,7 +64,7 @@ class Knobs:
     fail_on_llm_error: bool = knob(QUERY, boolean())
     max_llm_error_rate: float = knob(QUERY, number(0, 1))
     max_unusable_rate: float = knob(RUN, number(0, 1))  # answers that arrived but could not be used
-    # -- the continual-memory protocol (run.continual; +experiment=continual): 0 batches = an ordinary run
+    # -- the continual-memory protocol (harness.continual; +experiment=continual): 0 batches = an ordinary run
     continual_batches: int = knob(RUN, integer(0))
     continual_seed: int = knob(RUN, integer(0))
     continual_delete: float = knob(RUN, number(0, 1, hi_open=True))

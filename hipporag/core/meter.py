@@ -1,6 +1,6 @@
 """What a stretch of work spent: LLM requests and tokens, texts embedded, wall seconds, peak memory.
 
-Why one meter: every method's cost ledger (`run.ledger`) compares methods whose work runs through the same
+Why one meter: every method's cost ledger (`harness.ledger`) compares methods whose work runs through the same
 LLM and embedding layers, so the same counters, read the same way, measure each of them. The meter reads the
 counters those layers already keep (`CachedLLM.usage`, `EmbeddingCache.hits|misses`), duck-typed, so any
 stage (the shared index, a RAPTOR tree, a library's index, a method's ranking) is measured without knowing

@@ -73,7 +73,7 @@ def _tokens(s: Spend) -> int:
 
 
 def run_protocol(dataset, pipeline) -> tuple[Memory, list[dict], list]:
-    """Every step of the protocol with the run's parts (`run.pipeline.Pipeline`); returns the memory, one row
+    """Every step of the protocol with the run's parts (`harness.pipeline.Pipeline`); returns the memory, one row
     per step, and the questions answerable at the end."""
     settings, llm, embeddings = pipeline.settings, pipeline.llm, pipeline.embeddings
     knobs = settings.knobs

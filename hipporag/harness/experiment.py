@@ -19,15 +19,23 @@ from hipporag.core.redact import redact
 from hipporag.data.sources import load_dataset
 from hipporag.eval import metrics as M
 from hipporag.eval.uncertainty import add_uncertainty
+from hipporag.harness.ledger import method_ledger
+from hipporag.harness.pipeline import Pipeline
+from hipporag.harness.provenance import collect_provenance
+from hipporag.harness.record import (
+    Bootstrap,
+    IndexRecord,
+    MethodRecord,
+    PromptsUsed,
+    RankingServed,
+    RunRecord,
+    StageUsage,
+)
+from hipporag.harness.settings import Settings, load_settings
+from hipporag.harness.summary import format_summary, llm_failures, unusable_answers
+from hipporag.harness.sweep_folders import overrides_dict, swept_knobs
+from hipporag.harness.tracking import make_tracker, write_run_files
 from hipporag.index.embed import truncation_check
-from hipporag.run.ledger import method_ledger
-from hipporag.run.pipeline import Pipeline
-from hipporag.run.provenance import collect_provenance
-from hipporag.run.record import Bootstrap, IndexRecord, MethodRecord, PromptsUsed, RankingServed, RunRecord, StageUsage
-from hipporag.run.settings import Settings, load_settings
-from hipporag.run.summary import format_summary, llm_failures, unusable_answers
-from hipporag.run.sweep_folders import overrides_dict, swept_knobs
-from hipporag.run.tracking import make_tracker, write_run_files
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +125,7 @@ def run_experiment(
     queries = dataset.queries
     continual = None
     if knobs.continual_batches:  # the corpus in batches, partly forgotten: the record is then the final state's
-        from hipporag.run.continual import run_protocol
+        from hipporag.harness.continual import run_protocol
 
         t0 = time.perf_counter()
         memory, continual, queries = run_protocol(dataset, pipeline)
@@ -127,7 +135,7 @@ def run_experiment(
     index, report = pipeline.index(passages)
     timings["index_s"] = time.perf_counter() - t0
     if continual is not None:
-        from hipporag.run.continual import graph_difference, write_steps
+        from hipporag.harness.continual import graph_difference, write_steps
 
         difference = graph_difference(memory.index(), index)
         equal = not any(difference.values())
@@ -205,7 +213,7 @@ def run_experiment(
         baseline=knobs.baseline,
         methods={name: MethodRecord.from_json(m, f"methods.{name}") for name, m in method_metrics.items()},
         rankings=ranking_records,  # per method: how the ranking cache served it, and what the method read
-        cost=ledgers,  # per method: what indexing and querying cost, this run and as made (run.ledger)
+        cost=ledgers,  # per method: what indexing and querying cost, this run and as made (harness.ledger)
         bootstrap=Bootstrap(resamples=M.BOOTSTRAP_RESAMPLES, seed=M.BOOTSTRAP_SEED, level=0.95),
         index=IndexRecord(
             key=report.key,
@@ -246,7 +254,7 @@ def run_experiment(
         tracker.finish()
     print(redact(format_summary(record)))  # the console is a record too (Slurm keeps it)
     if continual:
-        from hipporag.run.continual import steps_table
+        from hipporag.harness.continual import steps_table
 
         print("\nContinual memory, step by step (continual.md, continual.png):\n" + steps_table(continual))
     print(redact(f"outputs: {run_dir}"))

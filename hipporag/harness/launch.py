@@ -31,7 +31,7 @@ from pathlib import Path
 
 from hipporag.core.errors import EXIT_DEGRADED
 from hipporag.core.paths import REPO_ROOT
-from hipporag.run.record import RunRecord, read_record_if_any
+from hipporag.harness.record import RunRecord, read_record_if_any
 
 STOP_GRACE_S = 60.0  # a stopped run closes its stores and writes its last line within this
 # run first in the child: SIGTERM on the parent's death (PR_SET_PDEATHSIG = 1), then exec run.py
@@ -51,7 +51,7 @@ os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
 class Launched:
     returncode: int
     out_dir: Path
-    record: RunRecord | None  # metrics.json, when the run got that far (`run.record`)
+    record: RunRecord | None  # metrics.json, when the run got that far (`harness.record`)
     stderr_tail: str
 
     @property

@@ -74,8 +74,8 @@ def knob_names() -> frozenset[str]:
 def group_keys(group: str) -> frozenset[str]:
     """The keys a config group may set: its selector and every option of any of its parts (the reader's
     options; none for an ablation, which sets knobs)."""
+    from hipporag.harness.settings import REGISTRIES
     from hipporag.llm.reader import ReaderOptions
-    from hipporag.run.settings import REGISTRIES
 
     if group == "reader":
         return frozenset(f.name for f in dataclasses.fields(ReaderOptions))

@@ -1,7 +1,7 @@
 """The one wiring of a run: settings -> LLM, extractor, embedder -> index -> retrieval context -> ranking key ->
 rank -> read.
 
-Why: `python run.py` (`run.experiment`), the continual protocol (`run.continual`), the Python API (`api.Corpus`)
+Why: `python run.py` (`harness.experiment`), the continual protocol (`harness.continual`), the Python API (`api.Corpus`)
 and the tests all build the same parts from the same settings and hand them to each other in the same order.
 Built here, and only here, a part cannot be wired differently in one of them: a ranking keyed by one LLM and
 computed with another, a reader that reads other contexts than the ranking's, an embedder whose weights were
@@ -26,6 +26,7 @@ from hipporag.cache.fs import set_cache_mode
 from hipporag.core.registry import Configured
 from hipporag.core.weights import check_weights
 from hipporag.eval.scoring import score_method
+from hipporag.harness.settings import Settings
 from hipporag.index.build import build_index
 from hipporag.index.embed import EmbeddingCache, build_embedder
 from hipporag.index.openie import build_extractor
@@ -33,7 +34,6 @@ from hipporag.llm.backends import build_llm
 from hipporag.llm.reader import read, reader_contexts
 from hipporag.retrieval.methods import METHODS, RetrievalContext
 from hipporag.retrieval.ranking_cache import Ranked, key_values, rank
-from hipporag.run.settings import Settings
 
 
 @dataclass

@@ -11,7 +11,7 @@ same thing: a renamed key fails here, in one place, instead of turning into a si
 - Only `method` and `methods` are required: every other part defaults to "not recorded" (empty, None), so
   a run folder from before a part existed still reads.
 - Parts another module owns stay that module's mappings, read through it: each method's cost ledger
-  (`run.ledger`, with its own `schema`), the provenance (`run.provenance`), the index's build cost and the
+  (`harness.ledger`, with its own `schema`), the provenance (`harness.provenance`), the index's build cost and the
   OpenIE report (`index.build`), the dataset's checks (`data.dataset`, read here by `dataset_warnings`).
 """
 
@@ -323,14 +323,14 @@ class RunRecord:
     adjusted: list[str] = field(default_factory=list)  # knobs the run changed (clipped), each in words
     prompts: PromptsUsed | None = None
     rankings: dict[str, RankingServed] = field(default_factory=dict)
-    cost: dict[str, dict] = field(default_factory=dict)  # method -> its ledger (`run.ledger`, its own schema)
+    cost: dict[str, dict] = field(default_factory=dict)  # method -> its ledger (`harness.ledger`, its own schema)
     bootstrap: Bootstrap | None = None
     index: IndexRecord = field(default_factory=IndexRecord)
     openie: dict = field(default_factory=dict)  # `index.openie.OpenIEStats`, and an import's report
     cache: dict[str, int] = field(default_factory=dict)  # embedding_hits, embedding_misses
     llm_usage: dict[str, StageUsage] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds (`*_s`)
-    provenance: dict = field(default_factory=dict)  # `run.provenance.collect_provenance`
+    provenance: dict = field(default_factory=dict)  # `harness.provenance.collect_provenance`
 
     @property
     def degraded(self) -> bool:
@@ -350,8 +350,8 @@ class RunRecord:
         return self.index.passages
 
     def ledger(self, method: str) -> dict | None:
-        """`method`'s cost ledger, when this run recorded one of the schema `run.ledger` reads."""
-        from hipporag.run.ledger import SCHEMA as LEDGER_SCHEMA
+        """`method`'s cost ledger, when this run recorded one of the schema `harness.ledger` reads."""
+        from hipporag.harness.ledger import SCHEMA as LEDGER_SCHEMA
 
         ledger = self.cost.get(method)
         return ledger if isinstance(ledger, dict) and ledger.get("schema") == LEDGER_SCHEMA else None

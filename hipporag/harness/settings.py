@@ -24,6 +24,7 @@ from hipporag.core.errors import SettingError
 from hipporag.core.knobs import Knobs
 from hipporag.core.registry import Configured, Registry
 from hipporag.data.sources import DATASET_SOURCES
+from hipporag.harness.tracking import TRACKERS
 from hipporag.index.embed import EMBEDDERS
 from hipporag.index.openie import EXTRACTORS
 from hipporag.llm.backends import LLM_BACKENDS
@@ -31,7 +32,6 @@ from hipporag.llm.reader import ReaderOptions
 from hipporag.prompts.loading import load_prompts
 from hipporag.prompts.prompt_set import PromptSet
 from hipporag.retrieval.methods import METHODS, method_options
-from hipporag.run.tracking import TRACKERS
 
 GROUPS = ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hipporag.run.ledger import cost_line
-from hipporag.run.record import Chains, RunRecord, StageFailures, StageUnusable, StageUsage
+from hipporag.harness.ledger import cost_line
+from hipporag.harness.record import Chains, RunRecord, StageFailures, StageUnusable, StageUsage
 
 SUMMARY_KS = (1, 2, 5, 10)
 

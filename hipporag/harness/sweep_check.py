@@ -61,7 +61,7 @@ def check_sweep(config) -> int:
     from hydra.core.global_hydra import GlobalHydra
 
     from hipporag.core.errors import UserError
-    from hipporag.run.settings import load_settings
+    from hipporag.harness.settings import load_settings
 
     loader = GlobalHydra.instance().hydra.config_loader
     jobs = sweep_jobs(config)

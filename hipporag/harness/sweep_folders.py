@@ -7,7 +7,7 @@ tampered with (a file edited by hand, a copy cut short, a link left behind):
 - a job is a folder directly in the sweep folder holding a `metrics.json`; nothing deeper is walked. A
   symbolic link there that loops, points at the sweep folder or above it, or points nowhere is one line and
   never followed; any other link is read as the folder it leads to;
-- a job's `metrics.json` is read and checked by `run.record` (its rule: `methods` with `method` among them,
+- a job's `metrics.json` is read and checked by `harness.record` (its rule: `methods` with `method` among them,
   every number a report shows finite or null, a `schema_version` this harness knows). The dashboard holds a
   job's per_query.parquet to the same rule (`report.comparison`);
 - a damaged job is left out with one line naming its file and the key; the other jobs are still reported
@@ -26,7 +26,7 @@ import yaml
 
 from hipporag.core import safe_yaml
 from hipporag.core.errors import UserError
-from hipporag.run.record import METRICS_FILE, DamagedRecordError, RunRecord, read_record
+from hipporag.harness.record import METRICS_FILE, DamagedRecordError, RunRecord, read_record
 
 MULTIRUN_HINT = "restore the sweep's multirun.yaml, or remove it (the swept knobs are then the overrides that differ)"
 
@@ -40,7 +40,7 @@ class NoJobsError(UserError, FileNotFoundError):
 @dataclass
 class JobRecord:
     folder: Path
-    record: RunRecord  # metrics.json, checked and typed (`run.record.read_record`)
+    record: RunRecord  # metrics.json, checked and typed (`harness.record.read_record`)
     overrides: dict[str, str]  # .hydra/overrides.yaml (`job_overrides`)
 
 

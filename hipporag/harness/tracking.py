@@ -29,8 +29,8 @@ from hipporag.core.redact import redact, redact_obj, redact_yaml, redacted_argv
 from hipporag.core.registry import Configured, Registry, option
 from hipporag.core.rules import choice, is_number, number, text
 from hipporag.eval.paired import pair_records
-from hipporag.run.ledger import headline
-from hipporag.run.record import METRICS_FILE, RECORDS_FILE, RunRecord
+from hipporag.harness.ledger import headline
+from hipporag.harness.record import METRICS_FILE, RECORDS_FILE, RunRecord
 
 log = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ class WandbTracker:
             self._send(*self.results)
 
     def log_steps(self, rows: list[dict]) -> None:
-        """The continual protocol's steps (run.continual), one W&B step each, before the run's results."""
+        """The continual protocol's steps (harness.continual), one W&B step each, before the run's results."""
         try:
             for row in rows:
                 self.run.log({f"continual/{k}": v for k, v in row.items() if k != "step"}, step=row["step"])

@@ -25,6 +25,8 @@ import yaml
 from hipporag.core import safe_yaml
 from hipporag.core.errors import EXIT_USER_ERROR, SettingError, UserError
 from hipporag.core.paths import CONF_DIR, group_config
+from hipporag.harness.record import RunRecord, read_record
+from hipporag.harness.sweep_folders import job_overrides, read_sweep
 from hipporag.paper.labels import LABELS, labels
 from hipporag.paper.numbers import (
     DATASET_LABELS,
@@ -47,8 +49,6 @@ from hipporag.report.figures import pct
 from hipporag.report.markdown import md_cell, md_text
 from hipporag.report.sweep_report import collect
 from hipporag.retrieval.methods import METHODS
-from hipporag.run.record import RunRecord, read_record
-from hipporag.run.sweep_folders import job_overrides, read_sweep
 
 
 def ablation_knobs(method: str) -> tuple[str, ...]:
@@ -301,7 +301,7 @@ def our_row(
 
 def load_rows(sweep_dir: Path, table: Table) -> tuple[list[OurRow], list[str]]:
     """One OurRow per (job, method) of the sweep, keyed as the paper table keys its rows; and one line per
-    damaged job left out (`run.sweep_folders`)."""
+    damaged job left out (`harness.sweep_folders`)."""
     frame, _, left_out = collect(sweep_dir)
     rows = []
     for _, r in frame.iterrows():

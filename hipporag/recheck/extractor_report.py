@@ -25,9 +25,9 @@ from pathlib import Path
 from hipporag.core.errors import SettingError
 from hipporag.core.textnorm import passage_id
 from hipporag.data.sources import load_dataset
+from hipporag.harness.settings import compose, load_settings
 from hipporag.index.graph_shape import graph_shape
 from hipporag.index.openie import run_openie
-from hipporag.run.settings import compose, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,8 @@ def measure_candidate(
     candidate: Candidate, base: list[str], cache_dir: Path, run_dir: Path, speed_sample: int
 ) -> tuple[Measured, list]:
     """One candidate: a retrieval-only run, then its (cached) extraction and graph read back."""
-    from hipporag.run.experiment import run_experiment  # torch and friends: only once the options are known
-    from hipporag.run.pipeline import Pipeline
+    from hipporag.harness.experiment import run_experiment  # torch and friends: only once the options are known
+    from hipporag.harness.pipeline import Pipeline
 
     overrides = [*base, *FIXED, *candidate.overrides, f"cache_dir={cache_dir}"]
     cfg = compose(*overrides)

@@ -2,7 +2,7 @@
 
 Why: expected numbers that live in prose drift from the code without anyone noticing. Each file in
 `reproduce/regressions/` says what to run (`overrides` of `python run.py`: only the harness's own knobs and
-config groups, `run.override_rules`; never where a credential goes: an `api_key_env`, or a `base_url` that
+config groups, `harness.override_rules`; never where a credential goes: an `api_key_env`, or a `base_url` that
 would receive an API key, comes from the user's `--set KEY=VALUE`), which data it needs (paths in the data
 directory; missing data skips it), the numbers it must give (`expected`, written by `--record` from a measured run, never typed), how far they
 may move (`tolerance`) and the run they were recorded from.
@@ -33,19 +33,19 @@ from hipporag.core import safe_yaml
 from hipporag.core.errors import UserError
 from hipporag.core.paths import REPO_ROOT
 from hipporag.data.sources import data_dir_choice
-from hipporag.recheck.rerun import Comparison, compare_values
-from hipporag.run.launch import launch_run
-from hipporag.run.override_rules import (
+from hipporag.harness.launch import launch_run
+from hipporag.harness.override_rules import (
     CREDENTIAL_WHY,
     credential_refusal,
     file_override_refusal,
     override_refusal,
     user_values,
 )
-from hipporag.run.provenance import recorded_code, recorded_machine, recorded_packages
-from hipporag.run.record import COUNTS as METHOD_COUNTS
-from hipporag.run.record import RunRecord
-from hipporag.run.tracking import flatten
+from hipporag.harness.provenance import recorded_code, recorded_machine, recorded_packages
+from hipporag.harness.record import COUNTS as METHOD_COUNTS
+from hipporag.harness.record import RunRecord
+from hipporag.harness.tracking import flatten
+from hipporag.recheck.rerun import Comparison, compare_values
 
 REGRESSIONS_DIR = REPO_ROOT / "reproduce" / "regressions"
 DEFAULT_TOLERANCE = 0.001
@@ -160,7 +160,7 @@ def resolve_data_dir(given: Path | None) -> Path:
 def default_cache_dir() -> Path:
     """Where `python run.py` keeps its cache: conf/config.yaml's `cache_dir` as composed (the environment's
     $HIPPORAG_CACHE_DIR, else outputs/cache), relative to the checkout, where the runs are launched."""
-    from hipporag.run.settings import compose
+    from hipporag.harness.settings import compose
 
     path = Path(str(compose().cache_dir)).expanduser()
     return (path if path.is_absolute() else REPO_ROOT / path).resolve()
@@ -379,7 +379,7 @@ def format_list(regressions: list[Regression], data_dir: Path) -> str:
 
 def where_measured() -> str:
     """The commit and machine a table was measured on, in words."""
-    from hipporag.run.provenance import code_version, environment
+    from hipporag.harness.provenance import code_version, environment
 
     code, env = code_version(), environment()
     git = code.get("git") or {}
@@ -390,7 +390,7 @@ def where_measured() -> str:
 def check_clean_tree(root: Path = REPO_ROOT) -> None:
     """Expected values name the commit they were measured at; with uncommitted changes it would not say
     which code that was (the files written by an earlier batch count too: commit them first)."""
-    from hipporag.run.provenance import code_version
+    from hipporag.harness.provenance import code_version
 
     git = code_version(root).get("git")
     if git and git["dirty"]:
@@ -417,7 +417,7 @@ def check_overrides(regressions: list[Regression], data_dir: Path, given: list[s
 
     from omegaconf import OmegaConf
 
-    from hipporag.run.settings import compose_each, load_settings
+    from hipporag.harness.settings import compose_each, load_settings
 
     environ, trusted = {**os.environ, **run_env(data_dir)}, user_values(given)
     configs = compose_each(reg.run_args(data_dir, None, given) for reg in regressions)

@@ -5,7 +5,7 @@ Why: a number that cannot be reproduced is an anecdote. A run folder holds the c
 (`python run.py --config-path RUN_DIR/.hydra --config-name config`) and comparing the two records shows
 whether the numbers still hold, and, when they do not, which provenance fields (code, packages, machine,
 models, inputs) changed in between. A run folder may come from someone else: its saved config and the extra
-overrides are checked first (`run.override_rules`: the harness's own knobs and groups, nothing of Hydra's),
+overrides are checked first (`harness.override_rules`: the harness's own knobs and groups, nothing of Hydra's),
 and so is where its credentials would go: the saved `llm.base_url` of a run against a server receives no
 API key unless the user restates it (`hipporag rerun RUN_DIR -- llm.base_url=URL`), and an `api_key_env`
 other than conf/'s is used only when restated too (`override_rules.credential_refusal`).
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hipporag.core.errors import UserError
-from hipporag.run.launch import launch_run
-from hipporag.run.override_rules import config_refusal, credential_refusal, override_refusal, user_values
-from hipporag.run.record import METRICS_FILE, RunRecord
-from hipporag.run.tracking import flatten
+from hipporag.harness.launch import launch_run
+from hipporag.harness.override_rules import config_refusal, credential_refusal, override_refusal, user_values
+from hipporag.harness.record import METRICS_FILE, RunRecord
+from hipporag.harness.tracking import flatten
 
 # every per-method value is compared (recall@k, EM, F1, CIs, deltas, p-values, fallbacks, error counts)
 # except wall times, which no rerun repeats

@@ -19,10 +19,8 @@ import pyarrow as pa
 from hipporag.core.errors import UserError
 from hipporag.core.redact import redact
 from hipporag.eval.paired import PAIRED_METRICS, pair_records
-from hipporag.report.figures import finite, is_number, pct
-from hipporag.report.markdown import md_text
-from hipporag.run.record import METRICS_FILE, RECORDS_FILE, DamagedRecordError, RunRecord
-from hipporag.run.sweep_folders import (
+from hipporag.harness.record import METRICS_FILE, RECORDS_FILE, DamagedRecordError, RunRecord
+from hipporag.harness.sweep_folders import (
     NoJobsError,
     SweepFolder,
     read_job,
@@ -30,7 +28,9 @@ from hipporag.run.sweep_folders import (
     swept_knobs,
     varying_overrides,
 )
-from hipporag.run.tracking import uniform_keys
+from hipporag.harness.tracking import uniform_keys
+from hipporag.report.figures import finite, is_number, pct
+from hipporag.report.markdown import md_text
 
 DASHBOARD_METRICS = ("recall@2", "recall@5", "em", "f1")
 RUN_TABLE_METRICS = ("recall@2", "recall@5", "recall@10", "em", "f1")
@@ -141,7 +141,7 @@ def _tell_apart(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, str | No
 
 
 def load(folder: Path) -> Comparison:
-    """A run folder or a sweep folder, every job in it that can be read (`run.sweep_folders`: a damaged job
+    """A run folder or a sweep folder, every job in it that can be read (`harness.sweep_folders`: a damaged job
     is left out, and `Comparison.left_out` says which and why)."""
     folder = Path(folder)
     if os.path.lexists(folder / METRICS_FILE):

@@ -1,4 +1,4 @@
-"""The continual-memory part of a sweep report: each job's steps (`continual.csv`, run.continual) side by side.
+"""The continual-memory part of a sweep report: each job's steps (`continual.csv`, harness.continual) side by side.
 
 Why: one batch order is one draw; `+experiment=continual` runs several (`continual_seed`), and what a researcher
 reads is the mean per step, with the spread across orders, of each method's quality and of the cost of a step
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from hipporag.harness.continual import STEPS_CSV
 from hipporag.report.figures import finite
-from hipporag.run.continual import STEPS_CSV
 
 
 def collect_steps(sweep_dir: Path, jobs: list[str]) -> pd.DataFrame:

@@ -12,11 +12,11 @@ import math
 from datetime import datetime, timezone
 from pathlib import Path
 
+from hipporag.harness.ledger import headline
+from hipporag.harness.provenance import recorded_code
 from hipporag.report.comparison import RUN_TABLE_METRICS, Comparison, cases, chain_text, outcome_counts, seed_text
 from hipporag.report.figures import METRIC_LABELS, finite, pct
 from hipporag.report.wandb_report import COST_AXES  # what the quality-against-cost plots put on x (log scale)
-from hipporag.run.ledger import headline
-from hipporag.run.provenance import recorded_code
 
 MAIN_COLOUR, BASE_COLOUR = "#1f77b4", "#7f7f7f"
 CASES_SHOWN = 25  # per job and side; the rest are counted (comparison.md and the W&B table hold all)
@@ -191,7 +191,7 @@ def cost_chart(title: str, x_label: str, points: list[tuple[str, float, float, s
 
 def cost_points(c: Comparison, metric: str, axis: str) -> list[tuple[str, float, float, str]]:
     """(label, cost, quality, main|baseline) per job's method, and the baseline once (or per job when it
-    moved), for jobs whose metrics.json has a cost ledger (`run.ledger`)."""
+    moved), for jobs whose metrics.json has a cost ledger (`harness.ledger`)."""
     points, seen_baseline = [], set()
     for j in c.jobs:
         for side, name in (("main", j.main), ("baseline", j.baseline)):
@@ -210,7 +210,7 @@ def cost_points(c: Comparison, metric: str, axis: str) -> list[tuple[str, float,
 
 def _cost_section(c: Comparison) -> str:
     """Quality against cost: each method's R@5 (F1 where recall is not defined) against what it cost to index
-    and to query, as made (`run.ledger`: cached work counted at what it cost when it was made)."""
+    and to query, as made (`harness.ledger`: cached work counted at what it cost when it was made)."""
     out = []
     for metric in ("recall@5", "f1"):
         if metric not in c.metrics:
@@ -446,8 +446,8 @@ def _continual_section(c: Comparison) -> str:
     import base64
     import tempfile
 
+    from hipporag.harness.continual import continual_plot
     from hipporag.report.continual import cost_share, step_means, steps_of
-    from hipporag.run.continual import continual_plot
 
     steps = steps_of({j.name: j.folder for j in c.jobs})
     if steps.empty:

@@ -21,7 +21,7 @@ METRIC_LABELS = {"recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "em"
 def pct(value, missing: str = "-") -> str:
     """A fraction as a percentage with two decimals (the papers' form); `missing` for None, and for what is
     not a finite number: `inf` or `nan` is never printed as if it were a result (the readers refuse such a
-    record first, `run.sweep_folders`; this is the last guard)."""
+    record first, `harness.sweep_folders`; this is the last guard)."""
     return f"{100 * value:.2f}" if finite(value) is not None else missing
 
 

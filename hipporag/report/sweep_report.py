@@ -19,17 +19,17 @@ import pandas as pd
 from hipporag.cache.files import atomic_write_text
 from hipporag.core.errors import EXIT_DEGRADED, EXIT_USER_ERROR, UserError
 from hipporag.core.redact import redact, redact_file, register_config
+from hipporag.harness.continual import continual_plot
+from hipporag.harness.ledger import headline
+from hipporag.harness.sweep_folders import read_sweep, swept_knobs, varying_overrides
 from hipporag.report.continual import collect_steps, continual_markdown
 from hipporag.report.figures import finite
 from hipporag.report.markdown import md_cell, md_row, md_text
-from hipporag.run.continual import continual_plot
-from hipporag.run.ledger import headline
-from hipporag.run.sweep_folders import read_sweep, swept_knobs, varying_overrides
 
 log = logging.getLogger(__name__)
 
 HEADLINE = ("recall@2", "recall@5", "recall@10", "em", "f1")
-# the cost ledger's headline figures (`run.ledger.headline`), as made: columns of report.csv, a table of report.md
+# the cost ledger's headline figures (`harness.ledger.headline`), as made: columns of report.csv, a table of report.md
 COST_COLUMNS = {
     "index_tokens": ("index LLM tokens", "{:,.0f}"),
     "index_llm_requests": ("index LLM requests", "{:,.0f}"),
@@ -46,12 +46,12 @@ COST_COLUMNS = {
 class Collected(NamedTuple):
     frame: pd.DataFrame  # one row per (job, method)
     swept: list[str]  # the swept knobs
-    left_out: list[str]  # one line per job or link that could not be read (`run.sweep_folders`)
+    left_out: list[str]  # one line per job or link that could not be read (`harness.sweep_folders`)
 
 
 def collect(sweep_dir: Path) -> Collected:
     """One row per (job, method), with the swept knobs as columns; the names of the swept knobs; and what was
-    left out. A damaged job is left out, never shown (`run.sweep_folders`: its rule)."""
+    left out. A damaged job is left out, never shown (`harness.sweep_folders`: its rule)."""
     sweep = read_sweep(sweep_dir)
     # what the sweep declares (multirun.yaml), and whatever else differs between jobs: never the constant
     # overrides, even while one job has finished (a partial report) or in a folder without multirun.yaml
@@ -115,7 +115,7 @@ def to_markdown(frame: pd.DataFrame, swept: list[str]) -> str:
 
 
 def cost_markdown(frame: pd.DataFrame, swept: list[str]) -> str:
-    """What each job's method (and the baseline, once) cost to index and to query, as made (`run.ledger`)."""
+    """What each job's method (and the baseline, once) cost to index and to query, as made (`harness.ledger`)."""
     shown = [k for k in COST_COLUMNS if f"cost_{k}" in frame and frame[f"cost_{k}"].notna().any()]
     if not shown:
         return ""

@@ -1,7 +1,7 @@
 """The W&B report of one or more sweeps, built with `wandb-workspaces` from the uniform summary keys.
 
 Why: every run logs `main/<metric>`, `baseline/<metric>`, `delta/…`, `p_value/…` and the CI bounds whatever its
-method (run/tracking.py `uniform_keys`), so one panel compares every method with StandardRAG across runs.
+method (harness/tracking.py `uniform_keys`), so one panel compares every method with StandardRAG across runs.
 The specification is validated offline (`Report._to_model()` needs no network when the run sets name no
 project); saving it (online) fills in the entity and project.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hipporag.report.figures import METRIC_LABELS as NAMES
 
-# the cost figures the quality-against-cost panels put on x (`run.ledger.headline`), as the dashboard does
+# the cost figures the quality-against-cost panels put on x (`harness.ledger.headline`), as the dashboard does
 COST_AXES = {
     "index_tokens": "indexing LLM tokens",
     "index_s": "indexing seconds",
@@ -68,7 +68,7 @@ def build_report(
                     title=f"{NAMES.get(m, m)} vs {knob}", x=wr.Config(f"swept.{knob}"), y=wr.SummaryMetric(f"main/{m}")
                 )
             )
-    # quality against cost (run.ledger's headline figures, as made), one dot per run: W&B's own scatter plot
+    # quality against cost (harness.ledger's headline figures, as made), one dot per run: W&B's own scatter plot
     cost_panels = [
         wr.ScatterPlot(
             title=f"{NAMES.get(m, m)} against {label}",

@@ -1,4 +1,4 @@
-"""A compared library's own incremental index across the continual protocol's steps (`run.continual`).
+"""A compared library's own incremental index across the continual protocol's steps (`harness.continual`).
 
 Why: LightRAG offers incremental insert and delete-by-document, GraphRAG its update run; a continual-memory
 benchmark must measure that path, not a fresh one-shot build at every step (what `rank` gives a library

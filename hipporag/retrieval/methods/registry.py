@@ -34,7 +34,7 @@ What a method declares, and who reads it:
   methods the papers have.
 - `index_parts`: the parts of the shared index its ranking uses (`index.build.INDEX_PARTS`; `GRAPH_PARTS` for
   one that walks the graph), or a function of its options giving them (IRCoT: its base's); the cost ledger
-  (`run.ledger`) charges the method what those parts cost. What a method reads of the index is recorded too
+  (`harness.ledger`) charges the method what those parts cost. What a method reads of the index is recorded too
   (`retrieval.reads.IndexReads`), and the method contract test fails for a part read and not declared.
 - `check(options)`: what must hold before any work (a compared system's pinned library is installed); it
   raises a `UserError` naming the fix. The settings check calls it for the method and the baseline.
