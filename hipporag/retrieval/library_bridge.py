@@ -215,10 +215,10 @@ class LibraryMethod:
     cannot get it wrong by omission:
     - `index_identity`: the key of its built index, from the shared parts (library and version, corpus, the
       LLM with its decoding, embedder, vector size, tokenizer) plus the options the adapter names in
-      `index_options`. An adapter never writes its own (`tests/test_library_methods.py` gives each registered
-      adapter two LLMs and two embedders and fails, naming it, if its index would be the same);
-    - `hooks(llm, embeddings)`, `library_llm(llm)`: the run's LLM and embedder behind the library's hooks (`LibraryLLM`, `LibraryEmbedder`),
-      and the embedder's query instruction;
+      `index_options`. An adapter never writes its own (`tests/test_library_adapters.py` gives each registered
+      adapter two LLMs, decodings, embedders and corpora, and fails, naming it, if its index would be the same);
+    - `hooks(llm, embeddings)`, `library_llm(llm)`: the run's LLM and embedder behind the library's hooks
+      (`LibraryLLM`, `LibraryEmbedder`), and the embedder's query instruction;
     - `own_index(...)`: the index loaded from the cache or built (`library_index`: lock, atomic publish,
       unpublished when a request failed), its cost for the ledger (`self.index_cost`);
     - `documents(passages)`: one document per distinct passage, `p<index>`, a repeat indexed once; `position`
@@ -262,6 +262,7 @@ class LibraryMethod:
         return library_version(cls.dist, cls.library)
 
     def index_identity(self, ctx, dim: int) -> dict:
+        """The key of its built index: every shared part of the run that shapes it, and its `index_options`."""
         from hipporag.cache.keys import corpus_hash
         from hipporag.core.registry import options_dict
 
