@@ -93,95 +93,125 @@ def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_
 def run_experiment(
     cfg: DictConfig, run_dir: Path, sweep_group: str | None = None, settings: Settings | None = None
 ) -> RunRecord:
-    """One run of the composed config `cfg` (its typed, checked form: `settings`, made here when not given);
-    its record, as written to metrics.json."""
+    """One run of the composed config `cfg` (its typed, checked form: `settings`, made here when not given):
+    the dataset, the parts (`Pipeline`), the index (grown step by step first under the continual protocol),
+    every method ranked, read and scored, the record written and shown; the record, as in metrics.json."""
     failpoints.hit("job.start")
     t_start = time.perf_counter()
     for name in QUIET_LOGGERS:  # one line per HTTP request drowns the run log
         logging.getLogger(name).setLevel(logging.WARNING)
-    settings = settings or load_settings(cfg)
-    knobs = settings.knobs
     timings: dict[str, float] = {}
-
     t0 = time.perf_counter()
+    settings = settings or load_settings(cfg)
     dataset = load_dataset(settings.dataset)
     passages = dataset.passage_texts()
     timings["load_s"] = time.perf_counter() - t0
     log.info("Dataset %s: %d queries, %d passages", dataset.name, len(dataset.queries), len(passages))
-
-    adjusted = []
-    if knobs.qa_top_k > len(passages):
-        adjusted.append(
-            f"qa_top_k={knobs.qa_top_k} is larger than the corpus ({len(passages)} passages): "
-            f"clipped to {len(passages)}"
-        )
-        log.warning(adjusted[-1])
-        knobs = knobs.replace(qa_top_k=len(passages))
-        settings = dataclasses.replace(settings, knobs=knobs)
+    settings, adjusted = _clip_qa_top_k(settings, len(passages))
 
     pipeline = Pipeline(settings)  # models load lazily: a fully cached run never loads one
     pipeline.check_weights()
-    llm, extractor, embedder, cache_dir = pipeline.llm, pipeline.extractor, pipeline.embedder, pipeline.cache_dir
-    queries = dataset.queries
-    continual = None
-    if knobs.continual_batches:  # the corpus in batches, partly forgotten: the record is then the final state's
+    queries, steps = dataset.queries, None
+    if settings.knobs.continual_batches:  # the corpus in batches, partly forgotten: the record is the final state's
         from hipporag.harness.continual import run_protocol
 
         t0 = time.perf_counter()
-        memory, continual, queries = run_protocol(dataset, pipeline)
+        memory, steps, queries = run_protocol(dataset, pipeline)
         passages = memory.passages
         timings["continual_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     index, report = pipeline.index(passages)
     timings["index_s"] = time.perf_counter() - t0
-    if continual is not None:
-        from hipporag.harness.continual import graph_difference, write_steps
+    if steps is not None:
+        _write_steps_checked(run_dir, steps, memory, index, queries, settings.knobs.memory_graph)
 
-        difference = graph_difference(memory.index(), index)
-        equal = not any(difference.values())
-        write_steps(run_dir, continual, difference, knobs.memory_graph)
-        if not equal and knobs.memory_graph == "exact":  # a bug of index.memory: the steps ran on a wrong index
-            raise RuntimeError(
-                f"continual: the grown index differs from the one-shot build of the final passages; the steps in "
-                f"{run_dir / 'continual.md'} were computed on it and are marked so"
-            )
-        if not queries:
-            from hipporag.core.errors import DatasetError
+    scored = _score_every_method(pipeline, index, queries, report, timings)
+    timings["total_s"] = time.perf_counter() - t_start
+    record = _record(pipeline, dataset, index, report, queries, scored, adjusted, timings)
+    _publish(cfg, run_dir, sweep_group, settings, record, scored.records, steps)
+    return record
 
-            raise DatasetError(
-                f"continual: no question has all its supporting passages present after the last step; the steps are "
-                f"in {run_dir / 'continual.md'}",
-                hint="lower continual_delete",
-            )
 
-    all_records: list[dict] = []
-    method_metrics: dict[str, dict] = {}
-    ledgers: dict[str, dict] = {}
-    ranking_records: dict[str, RankingServed] = {}
+def _clip_qa_top_k(settings: Settings, n_passages: int) -> tuple[Settings, list[str]]:
+    """The settings with `qa_top_k` no larger than the corpus, and what was adjusted (said in the record)."""
+    knobs = settings.knobs
+    if knobs.qa_top_k <= n_passages:
+        return settings, []
+    adjusted = f"qa_top_k={knobs.qa_top_k} is larger than the corpus ({n_passages} passages): clipped to {n_passages}"
+    log.warning(adjusted)
+    return dataclasses.replace(settings, knobs=knobs.replace(qa_top_k=n_passages)), [adjusted]
+
+
+def _write_steps_checked(run_dir: Path, steps: list[dict], memory, index, queries, memory_graph: str) -> None:
+    """The continual protocol's steps written (continual.csv / .md / .png), then checked: a grown index other
+    than the one-shot build of the final passages (a bug of `index.memory`) or no question left stops the run."""
+    from hipporag.harness.continual import graph_difference, write_steps
+
+    difference = graph_difference(memory.index(), index)
+    write_steps(run_dir, steps, difference, memory_graph)
+    if any(difference.values()) and memory_graph == "exact":  # the steps ran on a wrong index
+        raise RuntimeError(
+            f"continual: the grown index differs from the one-shot build of the final passages; the steps in "
+            f"{run_dir / 'continual.md'} were computed on it and are marked so"
+        )
+    if not queries:
+        from hipporag.core.errors import DatasetError
+
+        raise DatasetError(
+            f"continual: no question has all its supporting passages present after the last step; the steps are "
+            f"in {run_dir / 'continual.md'}",
+            hint="lower continual_delete",
+        )
+
+
+@dataclasses.dataclass
+class Scored:
+    """Every method's scores (`metrics`, by method), per-query `records`, cost `ledgers`, and how the ranking
+    cache served each (`rankings`)."""
+
+    metrics: dict[str, dict] = dataclasses.field(default_factory=dict)
+    records: list[dict] = dataclasses.field(default_factory=list)
+    ledgers: dict[str, dict] = dataclasses.field(default_factory=dict)
+    rankings: dict[str, RankingServed] = dataclasses.field(default_factory=dict)
+
+
+def _score_every_method(pipeline: Pipeline, index, queries, report, timings: dict) -> Scored:
+    """The method, then the baseline: ranked, read (with `read=true`), scored and costed; the bootstrap
+    intervals and the paired test against the baseline added."""
+    settings, knobs = pipeline.settings, pipeline.settings.knobs
+    scored = Scored()
     for method in settings.methods_to_run():
         name = method.name
         t0 = time.perf_counter()
         ranked = pipeline.rank(index, queries, method)
-        rankings = ranked.rankings
-        ranking_records[name] = RankingServed(ranked.cache, ranked.key, ranked.reads)
+        scored.rankings[name] = RankingServed(ranked.cache, ranked.key, ranked.reads)
         t_retrieve = time.perf_counter() - t0
         t0 = time.perf_counter()
-        with measure(llm, None) as read_spend:
-            read = pipeline.read(queries, pipeline.contexts(index, rankings), name) if knobs.read else None
+        with measure(pipeline.llm, None) as read_spend:
+            read = pipeline.read(queries, pipeline.contexts(index, ranked.rankings), name) if knobs.read else None
         t_read = time.perf_counter() - t0
-        parts = method.part.parts_of(method.options)
-        ledgers[name] = method_ledger(
-            parts, report, ranked, read_spend if read else None, read.responses if read else None, len(queries)
+        scored.ledgers[name] = method_ledger(
+            method.part.parts_of(method.options),
+            report,
+            ranked,
+            read_spend if read else None,
+            read.responses if read else None,
+            len(queries),
         )
-        summary, records = pipeline.score(index, queries, rankings, read, name)
+        summary, records = pipeline.score(index, queries, ranked.rankings, read, name)
         summary.update(retrieve_s=t_retrieve, read_s=t_read)
-        method_metrics[name] = summary
-        all_records.extend(records)
+        scored.metrics[name] = summary
+        scored.records.extend(records)
         timings[f"retrieve_{name}_s"] = t_retrieve
         timings[f"read_{name}_s"] = t_read
-    add_uncertainty(method_metrics, all_records, settings.method.name, knobs.baseline)
-    timings["total_s"] = time.perf_counter() - t_start
+    add_uncertainty(scored.metrics, scored.records, settings.method.name, knobs.baseline)
+    return scored
 
+
+def _record(pipeline: Pipeline, dataset, index, report, queries, scored: Scored, adjusted, timings) -> RunRecord:
+    """The run's record (metrics.json): its health (LLM failures, unusable answers), the dataset's checks, the
+    prompts, every method's scores and cost, the index, the usage, the timings, the provenance."""
+    settings, knobs, llm, extractor = pipeline.settings, pipeline.settings.knobs, pipeline.llm, pipeline.extractor
     usage = {
         stage: StageUsage(**vars(u), usd=llm.cost_usd(u.input_tokens, u.output_tokens))
         for stage, u in llm.usage.items()
@@ -189,7 +219,7 @@ def run_experiment(
     failures = llm_failures(usage, knobs.max_llm_error_rate)
     unusable = unusable_answers(usage, report.openie, knobs.max_unusable_rate)
     degraded = any(f.above_max for f in (*failures.values(), *unusable.values()))
-    record = RunRecord(
+    return RunRecord(
         status="degraded" if degraded else "ok",
         llm_failures=failures,
         max_llm_error_rate=knobs.max_llm_error_rate,
@@ -198,7 +228,7 @@ def run_experiment(
         dataset_checks={
             "gold_missing": dataset.gold_missing,
             **dataset.text_checks,
-            "embedder_truncated": truncation_check(embedder),
+            "embedder_truncated": truncation_check(pipeline.embedder),
         },
         adjusted=adjusted,
         prompts=PromptsUsed(  # which messages were sent: the set, its file, each role's digest (an import's commit)
@@ -211,14 +241,14 @@ def run_experiment(
         n_queries=len(queries),
         method=settings.method.name,
         baseline=knobs.baseline,
-        methods={name: MethodRecord.from_json(m, f"methods.{name}") for name, m in method_metrics.items()},
-        rankings=ranking_records,  # per method: how the ranking cache served it, and what the method read
-        cost=ledgers,  # per method: what indexing and querying cost, this run and as made (harness.ledger)
+        methods={name: MethodRecord.from_json(m, f"methods.{name}") for name, m in scored.metrics.items()},
+        rankings=scored.rankings,  # per method: how the ranking cache served it, and what the method read
+        cost=scored.ledgers,  # per method: what indexing and querying cost, this run and as made (harness.ledger)
         bootstrap=Bootstrap(resamples=M.BOOTSTRAP_RESAMPLES, seed=M.BOOTSTRAP_SEED, level=0.95),
         index=IndexRecord(
             key=report.key,
             graph_cached=report.graph_cached,
-            passages=len(passages),
+            passages=len(index.passages),
             entities=len(index.entities),
             facts=len(index.facts),
             nodes=index.graph.vcount(),
@@ -233,10 +263,14 @@ def run_experiment(
         },
         llm_usage=usage,
         timings={**report.timings, **timings},
-        provenance=run_provenance(settings, dataset, extractor, embedder, llm, cache_dir),
+        provenance=run_provenance(settings, dataset, extractor, pipeline.embedder, llm, pipeline.cache_dir),
     )
-    resolved = OmegaConf.to_yaml(cfg, resolve=True)
-    write_run_files(run_dir, record, all_records, resolved)
+
+
+def _publish(cfg, run_dir: Path, sweep_group, settings: Settings, record: RunRecord, records, steps) -> None:
+    """The run files (resolved_config.yaml, metrics.json, per_query.parquet), the tracker (W&B: the continual
+    steps first, one logged step each, then the results), the summary on the console, a degraded run said."""
+    write_run_files(run_dir, record, records, OmegaConf.to_yaml(cfg, resolve=True))
     swept = _swept_values() if sweep_group else {}
     config = {
         **OmegaConf.to_container(cfg, resolve=True),
@@ -248,22 +282,25 @@ def run_experiment(
     }
     tracker = make_tracker(settings.tracker, run_dir, config, sweep_group, settings.method.name)
     if tracker is not None:
-        if continual and hasattr(tracker, "log_steps"):
-            tracker.log_steps(continual)
-        tracker.log_results(record, all_records)
+        if steps and hasattr(tracker, "log_steps"):
+            tracker.log_steps(steps)
+        tracker.log_results(record, records)
         tracker.finish()
     print(redact(format_summary(record)))  # the console is a record too (Slurm keeps it)
-    if continual:
+    if steps:
         from hipporag.harness.continual import steps_table
 
-        print("\nContinual memory, step by step (continual.md, continual.png):\n" + steps_table(continual))
+        print("\nContinual memory, step by step (continual.md, continual.png):\n" + steps_table(steps))
     print(redact(f"outputs: {run_dir}"))
-    if degraded:
+    if record.status == "degraded":
         log.error(
             "run degraded: %s",
             "; ".join(
-                [f"{s}: {f.failed}/{f.calls} LLM calls failed" for s, f in failures.items() if f.above_max]
-                + [f"{s}: {u.unusable}/{u.of} unusable answers" for s, u in unusable.items() if u.above_max]
+                [f"{s}: {f.failed}/{f.calls} LLM calls failed" for s, f in record.llm_failures.items() if f.above_max]
+                + [
+                    f"{s}: {u.unusable}/{u.of} unusable answers"
+                    for s, u in record.unusable_answers.items()
+                    if u.above_max
+                ]
             ),
         )
-    return record
