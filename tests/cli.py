@@ -1,11 +1,16 @@
-"""Run the project's command line as a user does: a subprocess in the repository root, offline."""
+"""Run the project's command line as a user does: a process of its own in the repository root, offline."""
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -13,20 +18,104 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
 
 
+# the environment of the test session as it began (conftest's settings): the zygote's, whatever a test patches later
+_SESSION_ENV = dict(os.environ)
+
+
+def _zygote_env() -> dict:
+    return {**_SESSION_ENV, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
 def cli_env(env: dict | None = None) -> dict:
     return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **(env or {})}
 
 
 def run_cli(
-    *args: str, env: dict | None = None, timeout: int = 900, expect_rc: int = 0, cwd: Path | None = None
+    *args: str,
+    env: dict | None = None,
+    timeout: int = 900,
+    expect_rc: int = 0,
+    cwd: Path | None = None,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess:
     """`python <args>` from the repository root (or `cwd`) with the hub offline; fails the test unless it
-    exits with `expect_rc` (0 by default; -9 for a process killed by SIGKILL)."""
-    proc = subprocess.run(
-        [sys.executable, *args], cwd=cwd or ROOT, env=cli_env(env), capture_output=True, text=True, timeout=timeout
-    )
+    exits with `expect_rc` (0 by default; -9 for a process killed by SIGKILL). The process is a fork of the
+    test session's zygote (tests/zygote.py: imports done once), or a fresh interpreter with `fresh=True`, when
+    a start-up variable differs from the zygote's (STARTUP), or with HIPPORAG_TEST_FRESH=1."""
+    full_env = cli_env(env)
+    if fresh or os.environ.get("HIPPORAG_TEST_FRESH") == "1" or not _zygote_can_run(full_env):
+        proc = subprocess.run(
+            [sys.executable, *args], cwd=cwd or ROOT, env=full_env, capture_output=True, text=True, timeout=timeout
+        )
+    else:
+        proc = _zygote().run(list(args), full_env, Path(cwd or ROOT), timeout)
     assert proc.returncode == expect_rc, proc.stdout[-3000:] + proc.stderr[-5000:]
     return proc
+
+
+# variables an interpreter reads when it starts (PYTHON*), or the preloaded libraries when they are imported (the hub's
+# folders and mode, BLAS and OpenMP threads, the dynamic loader): a command with other values than the zygote's runs
+# in a fresh interpreter. Variables read when a library is used, not imported, are not here: libraries set some of
+# them in the test process (colbert-ai and transformers set TOKENIZERS_PARALLELISM), which would end every fork
+STARTUP = re.compile(r"^(PYTHON|HF_|HUGGINGFACE|TRANSFORMERS|OMP_|MKL_|OPENBLAS|GOTO|LD_)")
+
+
+class Zygote:
+    """The client side of tests/zygote.py: started once per test process, ended with it."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="hipporag-zygote-"))
+        self.socket = self.folder / "socket"
+        self.env = _zygote_env()
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "zygote.py"), str(self.socket)],
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=open(self.folder / "zygote.log", "w"),  # noqa: SIM115 (the zygote's lifetime)
+            text=True,
+        )
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"tests/zygote.py did not start: {(self.folder / 'zygote.log').read_text()[-3000:]}")
+        atexit.register(self.close)
+        self.count = 0
+
+    def run(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+        self.count += 1
+        out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(self.socket))
+            conn.sendall((json.dumps({**request, "timeout": timeout}) + "\n").encode())
+            with conn.makefile("r") as lines:
+                answer = json.loads(lines.readline())
+        stdout, stderr = (p.read_text(errors="replace") for p in (out, err))  # universal newlines, as text=True
+        out.unlink()
+        err.unlink()
+        if answer.get("timeout"):
+            raise subprocess.TimeoutExpired([sys.executable, *argv], timeout, stdout, stderr)
+        return subprocess.CompletedProcess([sys.executable, *argv], answer["rc"], stdout, stderr)
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_ZYGOTE: Zygote | None = None
+
+
+def _zygote() -> Zygote:
+    global _ZYGOTE
+    if _ZYGOTE is None or _ZYGOTE.process.poll() is not None:
+        _ZYGOTE = Zygote()
+    return _ZYGOTE
+
+
+def _zygote_can_run(env: dict) -> bool:
+    base = _ZYGOTE.env if _ZYGOTE is not None else _zygote_env()
+    names = {k for k in (*env, *base) if STARTUP.match(k)}
+    return all(env.get(k) == base.get(k) for k in names)
 
 
 def free_port() -> int:

@@ -1,4 +1,7 @@
+import fcntl
 import os
+from contextlib import contextmanager
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -6,7 +9,25 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 # the tests that need the shared-file-system mode force it themselves; the others look at SQLite files
 os.environ.pop("HIPPORAG_CACHE_MODE", None)
 
+from collections import defaultdict  # noqa: E402
+
 import pytest  # noqa: E402
+
+_MODULE_SECONDS: dict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report):
+    _MODULE_SECONDS[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Seconds per test module (setup, call and teardown; summed over xdist's workers): where CI's time goes."""
+    if not _MODULE_SECONDS:
+        return
+    total = sum(_MODULE_SECONDS.values())
+    terminalreporter.write_sep("=", f"seconds per test module ({total:.0f} s in tests, all workers summed)")
+    for module, seconds in sorted(_MODULE_SECONDS.items(), key=lambda kv: -kv[1])[:20]:
+        terminalreporter.write_line(f"{seconds:8.1f}  {module}")
 
 
 @pytest.fixture(scope="session")
@@ -17,11 +38,57 @@ def settings():
     return lambda *overrides: load_settings(compose(*overrides))
 
 
+def _shared_folder(tmp_path_factory, name: str) -> Path:
+    """A folder that every pytest-xdist worker of this session sees (the session's own temp folder without it)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@contextmanager
+def _one_worker_at_a_time(folder: Path):
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
-def musique_cache(tmp_path_factory):
-    """One cache for the session's musique_train runs: the fidelity test fills it (3 minutes of embeddings
-    on 2 cores), the fast regressions reuse its embeddings and recompute the rest."""
-    return tmp_path_factory.mktemp("musique_cache")
+def musique_run(tmp_path_factory) -> Path | None:
+    """The musique_train fidelity run (hipporag2 on the official GPT-3.5 OpenIE, retrieval only, PYTHONHASHSEED=0),
+    made once per session by the first worker that asks, in the shared musique cache (`musique_cache`); a worker
+    that asks meanwhile waits for it rather than embedding the same texts beside it. None without the data."""
+    from cli import DATA, run_cli
+
+    openie = DATA / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
+    folder = _shared_folder(tmp_path_factory, "musique")
+    if not openie.is_file():
+        return None
+    run = folder / "cold"
+    with _one_worker_at_a_time(folder):
+        if not (run / "metrics.json").is_file():
+            run_cli(
+                "run.py",
+                "dataset=musique_train",
+                "extractor=imported",
+                f"extractor.path={openie}",
+                "method=hipporag2",
+                "filter=none",
+                "tracker=none",
+                "read=false",
+                f"cache_dir={folder / 'cache'}",
+                f"hydra.run.dir={run}",
+                env={"PYTHONHASHSEED": "0", "HIPPORAG_DATA_DIR": str(DATA)},
+                timeout=1800,
+            )
+    return run
+
+
+@pytest.fixture(scope="session")
+def musique_cache(tmp_path_factory, musique_run) -> Path:
+    """One cache for the session's musique_train runs, every worker's: the fidelity run (`musique_run`) fills
+    it first (3 minutes of embeddings on 2 cores), the other musique tests reuse its embeddings."""
+    return _shared_folder(tmp_path_factory, "musique") / "cache"
 
 
 @pytest.fixture(scope="session")

@@ -5,10 +5,9 @@ official implementation run on the same inputs (reproduce/official_musique_train
 """
 
 import json
-from pathlib import Path
 
 import pytest
-from cli import DATA, ROOT, run_cli
+from cli import DATA, ROOT
 
 OPENIE = DATA / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())
@@ -19,30 +18,12 @@ pytestmark = [
 ]
 
 
-def run(tmp: Path, cache: Path, name: str, hash_seed: str) -> Path:
-    run_cli(
-        "run.py",
-        "dataset=musique_train",
-        "extractor=imported",
-        f"extractor.path={OPENIE}",
-        "method=hipporag2",
-        "filter=none",
-        "tracker=none",
-        "read=false",
-        f"cache_dir={cache}",
-        f"hydra.run.dir={tmp / name}",
-        env={"PYTHONHASHSEED": hash_seed, "HIPPORAG_DATA_DIR": str(DATA)},
-        timeout=1800,
-    )
-    return tmp / name
-
-
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, musique_cache):
-    """One cold run (hash seed 0). The regression test reruns it with hash seed 12345 and a rebuilt graph
-    (tests/test_regress.py); both must give the recorded numbers, so neither depends on the hash seed."""
-    tmp = tmp_path_factory.mktemp("musique")
-    return (run(tmp, musique_cache, "cold", "0"),)
+def runs(musique_run):
+    """One cold run (hash seed 0), the session's (conftest's `musique_run`). The regression test reruns it with
+    hash seed 12345 and a rebuilt graph (tests/test_regress.py); both must give the recorded numbers, so neither
+    depends on the hash seed."""
+    return (musique_run,)
 
 
 def test_dense_equals_official_and_hipporag2_within_band(runs):

@@ -1,0 +1,79 @@
+"""The tests' command lines run as forks of a zygote (tests/zygote.py) end as a fresh `python` does: the same exit
+code (a signal's too), stdout and stderr, argv, path, folder, threads and atexit handlers; a command whose
+start-up variables differ from the zygote's gets a fresh interpreter."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from cli import run_cli
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = """
+import atexit, os, sys, threading, time
+print("argv", sys.argv)
+print("path0", sys.path[0])
+print("cwd", os.getcwd())
+print("file", __file__, __name__)
+print("env", os.environ.get("ZYGOTE_PROBE"))
+atexit.register(lambda: print("atexit ran", flush=True))
+def late():
+    time.sleep(0.3)
+    print("thread finished", flush=True)
+threading.Thread(target=late).start()
+how = sys.argv[1]
+if how == "raise":
+    raise ValueError("boom")
+if how == "interrupt":
+    raise KeyboardInterrupt
+if how == "exit-text":
+    sys.exit("stopped in words")
+if how == "kill":
+    os.kill(os.getpid(), 9)
+sys.exit(int(how))
+"""
+
+
+def both(*args: str, expect_rc: int, **kwargs):
+    fresh = run_cli(*args, expect_rc=expect_rc, fresh=True, **kwargs)
+    forked = run_cli(*args, expect_rc=expect_rc, **kwargs)
+    return fresh, forked
+
+
+@pytest.mark.parametrize(
+    ("how", "rc"), [("0", 0), ("3", 3), ("raise", 1), ("interrupt", -2), ("exit-text", 1), ("kill", -9)]
+)
+def test_a_script_ends_as_in_a_fresh_interpreter(tmp_path, how, rc):
+    script = tmp_path / "probe.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    fresh, forked = both(str(script), how, expect_rc=rc, cwd=tmp_path, env={"ZYGOTE_PROBE": "seen"})
+    assert forked.stdout == fresh.stdout
+    assert f"argv ['{script}', '{how}']" in forked.stdout and f"cwd {tmp_path}" in forked.stdout
+    assert f"path0 {tmp_path}" in forked.stdout and "env seen" in forked.stdout
+    if how != "kill":
+        assert forked.stdout.rstrip().endswith("thread finished\natexit ran")
+    # a traceback's last line and a message are the same (the zygote's own frames sit above the script's)
+    assert forked.stderr.strip().splitlines()[-1:] == fresh.stderr.strip().splitlines()[-1:]
+
+
+def test_the_command_line_ends_alike_forked_or_fresh(tmp_path):
+    fresh, forked = both("run.py", "damping=7", "tracker=none", expect_rc=2)
+    assert forked.stderr == fresh.stderr and forked.stderr.startswith("error: damping=7")
+    fresh, forked = both("-m", "hipporag.rerun", "--help", expect_rc=0)
+    assert forked.stdout == fresh.stdout and "usage: python -m hipporag.rerun" in forked.stdout
+    both(
+        "run.py",
+        "tracker=none",
+        f"hydra.run.dir={tmp_path / 'k'}",
+        expect_rc=-9,
+        env={"HIPPORAG_FAILPOINT": "job.start"},
+    )
+
+
+def test_a_start_up_variable_gets_a_fresh_interpreter(tmp_path):
+    script = tmp_path / "hash.py"
+    script.write_text("print(hash('hipporag'))\n")
+    seeded = [run_cli(str(script), env={"PYTHONHASHSEED": seed}).stdout for seed in ("0", "0", "1")]
+    assert seeded[0] == seeded[1] != seeded[2]  # the seed took effect: each was a new interpreter

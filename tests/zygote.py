@@ -1,0 +1,142 @@
+"""A process that has imported what a run imports, and forks one child per command line the tests run.
+
+Why: every `python run.py` a test starts spends most of its seconds importing (hipporag, torch,
+sentence-transformers, spaCy: 5-10 s on 2 cores) before its own work, which is often under a second. A fork of
+a process that has imported them already is still a separate process (its own exit code, signals, files, atexit
+handlers, a kill -9 that kills only it) that runs the script as `python` would (`runpy`, `sys.argv`, `sys.path`,
+the environment and the folder the test gives). What a fork cannot give is an interpreter started under other
+start-up variables (PYTHONHASHSEED, the hub's folders, thread counts): `tests/cli.py` runs those as fresh
+processes. Started by `tests/cli.py`, never by hand: `python tests/zygote.py SOCKET`.
+
+The protocol: one JSON request per connection ({"argv", "env", "cwd", "stdout", "stderr", "timeout"}), one JSON
+answer when the child has ended ({"rc"} as subprocess gives it, negative for a signal; {"timeout": true} when it
+was killed at its deadline). The zygote serves connections concurrently and ends when its parent does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+import warnings
+
+PRELOAD = (
+    "hipporag.entry",
+    "hipporag.harness.experiment",
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "spacy",
+)
+
+
+def _run(request: dict) -> None:
+    """In the child: the command line, as `python ARGV...` would run it; returns only if the script does."""
+    import runpy
+
+    for fd, name, mode in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], 0), (2, request["stderr"], 0)):
+        opened = os.open(name, mode or (os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    argv = request["argv"]
+    if argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]  # runpy puts the module's file in argv[0], as python -m does
+        sys.path[0] = os.getcwd()
+        # python -m warns so only when the package's own import imported the module; here the zygote did
+        warnings.filterwarnings(
+            "ignore", message=".*found in sys.modules after import of package", category=RuntimeWarning
+        )
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(argv)
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+def _child(request: dict) -> None:
+    """The child's whole life: the script, then Python's own ending (threads joined, atexit handlers run, the
+    streams flushed, the exit code of SystemExit or of an uncaught exception) but not the teardown of every
+    module, which takes seconds once torch is imported and changes nothing a test can see."""
+    code = 0
+    try:
+        _run(request)
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            code = stop.code or 0
+        else:
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except BaseException as error:  # noqa: BLE001 (printed and ended as the interpreter does)
+        sys.excepthook(type(error), error, error.__traceback__)
+        code = -signal.SIGINT if isinstance(error, KeyboardInterrupt) else 1
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if code == -signal.SIGINT:  # Python ends an uncaught Ctrl-C by the signal itself
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code & 0xFF)
+
+
+def serve(path: str) -> None:
+    """Accept requests on the Unix socket `path`, fork a child for each, answer each when its child ends."""
+    parent = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    print("ready", flush=True)
+    children: dict[int, tuple[socket.socket, float]] = {}
+    while os.getppid() == parent:
+        ready, _, _ = select.select([listener], [], [], 0.02)
+        if ready:
+            conn, _ = listener.accept()
+            with conn.makefile("r") as lines:
+                request = json.loads(lines.readline())
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                conn.close()
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                _child(request)
+            children[pid] = (conn, time.monotonic() + request["timeout"])
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            conn, deadline = children[pid]
+            if done:
+                answer = {"rc": os.waitstatus_to_exitcode(status)}
+            elif time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                answer = {"timeout": True}
+            else:
+                continue
+            del children[pid]
+            try:
+                conn.sendall((json.dumps(answer) + "\n").encode())
+            except OSError:
+                pass  # the test that asked has gone
+            conn.close()
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    for name in PRELOAD:
+        importlib.import_module(name)
+    serve(sys.argv[1])
