@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import re
@@ -78,18 +79,18 @@ class Zygote:
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"tests/zygote.py did not start: {(self.folder / 'zygote.log').read_text()[-3000:]}")
         atexit.register(self.close)
-        self.count = 0
+        self.numbers = itertools.count(1)
 
     def run(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-        self.count += 1
-        out, err = self.folder / f"{self.count}.out", self.folder / f"{self.count}.err"
+        n = next(self.numbers)  # one pair of files per command, whichever thread asks
+        out, err = self.folder / f"{n}.out", self.folder / f"{n}.err"
         request = {"argv": argv, "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(str(self.socket))
             conn.sendall((json.dumps({**request, "timeout": timeout}) + "\n").encode())
             with conn.makefile("r") as lines:
                 answer = json.loads(lines.readline())
-        stdout, stderr = (p.read_text(errors="replace") for p in (out, err))  # universal newlines, as text=True
+        stdout, stderr = (p.read_text() for p in (out, err))  # universal newlines, strict decoding: as text=True
         out.unlink()
         err.unlink()
         if answer.get("timeout"):

@@ -161,27 +161,24 @@ def test_a_prompt_set_without_an_ircot_role_is_refused_before_any_work(settings,
     assert settings("method=ircot", "method.max_steps=1", f"prompts={path}").method.options.max_steps == 1
 
 
-def test_the_ranking_key_holds_the_base_key_the_options_the_prompt_and_the_llm(settings, tmp_path):
+def test_every_ranking_key_holds_the_options_and_the_base_as_configured(settings, tmp_path):
+    """What IRCoT and its base read as they run (the LLM and the next-thought prompt while it steps, the base's
+    knobs) is in the key as recorded (test_method_contract); its options and the base's, YAML defaults included,
+    are in every key."""
     from hipporag.index.embed import build_embedder
     from hipporag.llm.backends import build_llm
-    from hipporag.retrieval.ranking_cache import key_values, ranking_key
+    from hipporag.retrieval.ranking_cache import key_values, ranking_base
 
-    def key(*overrides, **changes):
+    def base(*overrides):
         s = settings("method=ircot", *overrides)
         values = key_values(s.knobs, s.method, build_llm(s.llm, tmp_path), build_embedder(s.embedder), s.prompts)
-        return ranking_key("idx", "ircot", {**values, **changes}, ["q"])
+        return ranking_base("idx", "ircot", values, ["q"])
 
-    plain = key()
-    assert key("method.base=hipporag2") != plain
-    assert key("method.base=hipporag2", "damping=0.3") != key("method.base=hipporag2", "damping=0.7")
-    assert key("damping=0.3") == key("damping=0.7")  # dense ignores damping: so does IRCoT over dense
-    assert key("method.max_steps=4") != plain and key("method.merge=raw") != plain
-    assert key(ircot_messages="another") != plain and key(llm={"identity": "other"}) != plain
-    assert key("method.base=bm25", "+method.base_options.k1=1.2") != key("method.base=bm25")
-    # one retrieval is the base alone: the LLM and the next-thought prompt do not shape it
-    one = key("method.max_steps=1")
-    assert key("method.max_steps=1", llm={"identity": "other"}) == one
-    assert key("method.max_steps=1", ircot_messages="another") == one
+    plain = base()
+    assert base("method.base=hipporag2") != plain
+    assert base("method.max_steps=4") != plain and base("method.merge=raw") != plain
+    assert base("method.base=bm25", "+method.base_options.k1=1.2") != base("method.base=bm25")
+    assert base("damping=0.3") == plain  # a knob enters through what is read, never through the base
 
 
 # ------------------------------------------------------------------------------------------ the command line

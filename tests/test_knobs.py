@@ -1,11 +1,15 @@
 """Which knobs change the index is decided in one place, and the cache keys obey it."""
 
+import json
+from types import SimpleNamespace
+
 import numpy as np
+import pytest
 
 from hipporag.core.knobs import INDEX_KNOBS, QUERY_KNOBS, RUN_KNOBS
 from hipporag.index.build import index_identity
 from hipporag.retrieval.methods.base import Ranking
-from hipporag.retrieval.ranking_cache import load_rankings, ranking_key, save_rankings
+from hipporag.retrieval.ranking_cache import load_rankings, ranking_base, ranking_key, save_rankings
 
 
 class Ident:
@@ -37,12 +41,67 @@ def test_index_knobs_and_inputs_do_change_it(knobs):
     assert key(knobs) != key(knobs, extractor="imported")
 
 
-def test_dense_ranking_key_ignores_graph_knobs_hipporag2_does_not(tmp_path):
-    q = ["who?"]
-    assert ranking_key("k", "dense", {"damping": 0.3}, q) == ranking_key("k", "dense", {"damping": 0.7}, q)
-    assert ranking_key("k", "hipporag2", {"damping": 0.3}, q) != ranking_key("k", "hipporag2", {"damping": 0.7}, q)
-    assert ranking_key("k", "dense", {}, q) != ranking_key("k2", "dense", {}, q)
-    assert ranking_key("k", "unknown-method", {}, q) is None
+@pytest.fixture
+def walker():
+    """A method that reads `graph_walk`, and `damping` only under graph_walk=ppr (as v1 does), registered for a test;
+    `rank_with(tmp, **knobs)` ranks two questions with it through `ranking_cache.rank` on a three-passage index."""
+    from hipporag.retrieval.methods import METHODS, register_method
+    from hipporag.retrieval.methods.base import RetrievalContext
+    from hipporag.retrieval.ranking_cache import rank
+
+    @register_method("walker")
+    class Walker:
+        def retrieve(self, ctx, queries):
+            bonus = ctx.knobs.damping if ctx.knobs.graph_walk == "ppr" else 0.0
+            row = np.array([1.0 + bonus, 0.5, 0.25])
+            return [Ranking(order=np.arange(3), scores=row, diagnostics={"fallback": False}) for _ in queries]
+
+    index = SimpleNamespace(key="index-a", passages=["a", "b", "c"], complete=True)
+    queries = [SimpleNamespace(question="who?"), SimpleNamespace(question="where?")]
+    configured = METHODS.configure({"name": "walker"})
+
+    def rank_with(tmp, knobs, index=index, queries=queries):
+        ctx = RetrievalContext(index=index, embeddings=None, knobs=knobs, cache_dir=tmp)
+        values = {**knobs.values(), "method_options": configured.as_dict(), "llm": None, "query_instructions": None}
+        return rank(configured, ctx, queries, index, values)
+
+    yield rank_with
+    METHODS.remove("walker")
+
+
+def test_a_ranking_is_keyed_by_what_its_method_read_under_those_settings(walker, knobs, tmp_path):
+    """A build system's dependency file: the names read are kept beside the ranking, and a later run looks them up
+    with its own values. damping enters the key under graph_walk=ppr only, because only then is it read."""
+    ppr = walker(tmp_path, knobs.replace(graph_walk="ppr", damping=0.3))
+    assert ppr.cache == "stored" and ppr.reads == ["damping", "graph_walk"]
+    assert walker(tmp_path, knobs.replace(graph_walk="ppr", damping=0.3)).cache == "loaded"
+    other = walker(tmp_path, knobs.replace(graph_walk="ppr", damping=0.7))  # read, so another key
+    assert other.cache == "stored" and other.key != ppr.key and other.rankings[0].scores[0] == 1.7
+    nodes = walker(tmp_path, knobs.replace(graph_walk="query_nodes", damping=0.3))
+    assert nodes.cache == "stored" and nodes.reads == ["graph_walk"]
+    swept = walker(tmp_path, knobs.replace(graph_walk="query_nodes", damping=0.9, passage_node_weight=0.2))
+    assert swept.cache == "loaded" and swept.key == nodes.key  # never read: a sweep over it reuses the ranking
+    # the index and the questions are in every key
+    fresh = walker(
+        tmp_path,
+        knobs.replace(graph_walk="query_nodes"),
+        index=SimpleNamespace(key="index-b", passages=["a", "b", "c"], complete=True),
+    )
+    assert fresh.cache == "stored" and fresh.key != nodes.key
+    few = walker(tmp_path, knobs.replace(graph_walk="query_nodes"), queries=[SimpleNamespace(question="who?")])
+    assert few.cache == "stored" and few.key != nodes.key
+
+
+def test_a_damaged_record_of_reads_costs_a_recomputation_never_a_wrong_ranking(walker, knobs, tmp_path):
+    first = walker(tmp_path, knobs.replace(graph_walk="ppr", damping=0.3))
+    [record] = (tmp_path / "rankings" / "reads").glob("*.json")
+    record.write_text('{"not": "a list"')
+    again = walker(tmp_path, knobs.replace(graph_walk="ppr", damping=0.3))
+    assert again.cache == "stored" and again.key == first.key
+    assert json.loads(record.read_text()) == ["damping", "graph_walk"]  # written again whole
+
+
+def test_rankings_survive_the_cache_as_stored(tmp_path):
     rankings = [
         Ranking(
             order=np.array([2, 0, 1]),
@@ -50,97 +109,27 @@ def test_dense_ranking_key_ignores_graph_knobs_hipporag2_does_not(tmp_path):
             diagnostics={"fallback": False, "seeds": [["x", 1.0]]},
         )
     ]
-    k = ranking_key("k", "dense", {}, q)
-    assert load_rankings(tmp_path, k) is None
-    save_rankings(tmp_path, k, rankings)
-    [back] = load_rankings(tmp_path, k)
+    assert load_rankings(tmp_path, "k") is None
+    save_rankings(tmp_path, "k", rankings)
+    [back] = load_rankings(tmp_path, "k")
     assert back.order.tolist() == [2, 0, 1] and back.scores.tolist() == [0.9, 0.5, 0.1]
     assert back.diagnostics == {"fallback": False, "seeds": [["x", 1.0]]}
+    assert ranking_base("k", "unknown-method", {}, ["q"]) is None  # never cached
 
 
-def test_the_llm_enters_a_hipporag2_ranking_key_only_through_the_filter():
-    q = ["who?"]
-    a, b = {"backend": "transformers", "model": "a"}, {"backend": "openai", "model": "b"}
-    assert ranking_key("k", "hipporag2", {"filter": "none", "llm": a}, q) == ranking_key(
-        "k", "hipporag2", {"filter": "none", "llm": b}, q
-    )
-    assert ranking_key("k", "hipporag2", {"filter": "llm", "llm": a}, q) != ranking_key(
-        "k", "hipporag2", {"filter": "llm", "llm": b}, q
-    )
-
-
-def test_llm_decoding_settings_enter_the_ranking_key_of_runs_that_use_the_llm(tmp_path, settings):
+def test_llm_decoding_settings_enter_the_key_of_a_ranking_that_used_the_llm(tmp_path, settings):
     """A run that changes only the temperature must not be served the other temperature's rankings."""
     from hipporag.index.embed import build_embedder
     from hipporag.llm.backends import build_llm
     from hipporag.retrieval.ranking_cache import key_values
 
-    keys = {}
-    for temperature in (0.0, 0.7):
-        for filt in ("llm", "none"):
-            s = settings(f"llm.temperature={temperature}", f"filter={filt}")
-            llm = build_llm(s.llm, tmp_path)  # lazy: no model is loaded
-            values = key_values(s.knobs, s.method, llm, build_embedder(s.embedder))
-            keys[temperature, filt] = ranking_key("k", "hipporag2", values, ["who?"])
-    assert keys[0.0, "llm"] != keys[0.7, "llm"]
-    assert keys[0.0, "none"] == keys[0.7, "none"]  # without the filter the LLM does not shape the ranking
+    def values(temperature):
+        s = settings(f"llm.temperature={temperature}", "filter=llm")
+        return key_values(s.knobs, s.method, build_llm(s.llm, tmp_path), build_embedder(s.embedder))  # lazy: no load
 
-
-def test_every_registered_method_caches_by_exactly_the_knobs_it_declares(tmp_path, settings):
-    """A declared knob changes the method's ranking key; any other knob leaves it (so a sweep over it reuses
-    the ranking). With the LLM in use (filter=llm, ner=llm), the LLM and its settings count too. The key
-    values are the run's own (`key_values`), so a knob added to Knobs is covered here at once."""
-    from hipporag.index.embed import build_embedder
-    from hipporag.llm.backends import build_llm
-    from hipporag.retrieval.methods import METHODS
-    from hipporag.retrieval.ranking_cache import key_names, key_values
-
-    for method in METHODS:
-        s = settings(f"method={method}", "filter=llm", *(["method.ner=llm"] if method == "hipporag" else []))
-        base = key_values(s.knobs, s.method, build_llm(s.llm, tmp_path), build_embedder(s.embedder))
-        base["query_instructions"] = {"i": "x"}  # as an instruction-tuned embedder has
-        declared = key_names(method, base)  # a wrapping method (ircot): its own and its base's
-        for knob in base:
-            if knob == "filter":
-                continue  # switches the LLM on or off: covered below
-            other = {
-                "method_options": {**base["method_options"], "extra": 2.0},
-                "llm": {"identity": "other"},
-                "query_instructions": {"i": "y"},
-            }.get(knob, "changed")
-            changed = ranking_key("k", method, {**base, knob: other}, ["q"]) != ranking_key("k", method, base, ["q"])
-            assert changed == (knob in declared), (method, knob)
-
-
-def test_a_knob_enters_a_key_only_under_the_settings_that_read_it():
-    """`key_when`: v1's PPR knobs only under graph_walk=ppr, its hop count only under graph_walk=neighbors, the
-    ColBERT checkpoint only for a method that scores with it; a sweep over any other reuses the ranking."""
-    key = lambda method, **values: ranking_key("k", method, values, ["q"])
-    for walk, knob, read in [
-        ("ppr", "damping", True),
-        ("query_nodes", "damping", False),
-        ("neighbors", "ppr_engine", False),
-        ("neighbors", "neighbor_hops", True),
-        ("ppr", "neighbor_hops", False),
-    ]:
-        changed = key("hipporag", graph_walk=walk, **{knob: 1}) != key("hipporag", graph_walk=walk, **{knob: 2})
-        assert changed == read, (walk, knob)
-    for method, option in [("hipporag", "linker"), ("raptor", "retriever"), ("proposition", "retriever")]:
-        for choice, read in [("colbertv2", True), ("embedder", False), ("contriever", False)]:
-            opts = {"method_options": {option: choice}}
-            changed = key(method, **opts, colbert_model="a") != key(method, **opts, colbert_model="b")
-            assert changed == read, (method, choice)
-
-
-def test_llm_settings_enter_a_hipporag2_key_only_when_the_filter_uses_the_llm():
-    off = {"filter": "none", "llm": {"identity": "a"}, "filter_max_new_tokens": 128}
-    assert ranking_key("k", "hipporag2", off, ["q"]) == ranking_key(
-        "k", "hipporag2", {**off, "llm": {"identity": "b"}, "filter_max_new_tokens": 512}, ["q"]
-    )
-    on = {**off, "filter": "llm"}
-    assert ranking_key("k", "hipporag2", on, ["q"]) != ranking_key(
-        "k", "hipporag2", {**on, "filter_max_new_tokens": 512}, ["q"]
-    )
+    cold, warm = values(0.0), values(0.7)
+    assert ranking_key("b", cold, {"llm", "damping"}) != ranking_key("b", warm, {"llm", "damping"})
+    assert ranking_key("b", cold, {"damping"}) == ranking_key("b", warm, {"damping"})  # the LLM unused: shared
 
 
 def test_another_checkpoint_or_instruction_never_shares_a_cache_entry():
@@ -153,6 +142,5 @@ def test_another_checkpoint_or_instruction_never_shares_a_cache_entry():
     assert default.query_instructions() is None
     a = SentenceTransformerEmbedder(instructions={"query_to_fact": "Given a question, find facts"}).query_instructions()
     b = SentenceTransformerEmbedder(instructions={"query_to_fact": "Find facts"}).query_instructions()
-    assert ranking_key("k", "dense", {"query_instructions": a}, ["q"]) != ranking_key(
-        "k", "dense", {"query_instructions": b}, ["q"]
-    )
+    reads = {"query_instructions"}
+    assert ranking_key("k", {"query_instructions": a}, reads) != ranking_key("k", {"query_instructions": b}, reads)

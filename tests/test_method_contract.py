@@ -63,6 +63,7 @@ VARIANTS = {
     ],
 }
 CASES = [(name, variant) for name in sorted(METHODS) for variant in VARIANTS.get(name, [()])]
+SWEPT = {"damping": 0.3, "passage_node_weight": 0.2, "linking_top_k": 3, "neighbor_hops": 3, "qa_top_k": 3}
 
 
 def scripted_answer(messages: list[dict]) -> str:
@@ -136,7 +137,7 @@ def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_hol
         variant = tuple(v.format(tiny_colbert=request.getfixturevalue("tiny_colbert")) for v in variant)
     first, values = ranked(demo, f"method={name}", *variant)
     assert ranking_violations(first.rankings, len(index.passages), len(dataset.queries)) == []
-    assert unkeyed_reads(name, values, set(first.reads)) == set(), f"method {name} reads outside its key"
+    assert unkeyed_reads(values, set(first.reads)) == set(), f"method {name} reads what no key value stands for"
     from hipporag.harness.settings import compose, load_settings
 
     options = load_settings(compose(*demo[4], f"method={name}", *variant)).method.options
@@ -147,6 +148,10 @@ def test_every_method_keeps_the_ranking_contract_and_reads_only_what_its_key_hol
     again, _ = ranked(demo, f"method={name}", *variant)  # the same settings: served from the cache, intact
     assert again.cache == "loaded" and again.key == first.key and same(first.rankings, again.rankings)
     assert again.made == first.made  # what computing it cost is kept with it, for the ledger of a warm run
+    # a sweep over a knob it did not read is served the same ranking (its key is what it read)
+    unread = next(f"{k}={v}" for k, v in SWEPT.items() if k not in first.reads and not any(k in o for o in variant))
+    swept, _ = ranked(demo, f"method={name}", *variant, unread)
+    assert swept.cache == "loaded" and swept.key == first.key, unread
     # the index a method builds for itself (as it declares: `own_index`), and what it cost, is kept with its ranking
     assert (first.made["own_index"] is not None) == METHODS[name].builds_own_index(options), "own_index"
 
@@ -165,16 +170,18 @@ def test_the_reads_are_recorded_as_the_methods_read(demo, tmp_path):
     assert {"llm", "filter_messages", "filter_max_new_tokens", "filter_snap_cutoff"} <= set(filtered.reads)
     chain, _ = ranked(demo, "method=ircot", "method.max_steps=2", "method.base=hipporag2", rankings_in=tmp_path)
     assert {"llm", "ircot_messages", "damping"} <= set(chain.reads)
+    one, _ = ranked(demo, "method=ircot", "method.max_steps=1", rankings_in=tmp_path)  # one retrieval: the base
+    assert one.reads == ["query_instructions"]  # so neither the LLM nor the next-thought prompt is in its key
 
 
 # ------------------------------------------------------------------------------------------ a planted method
 @pytest.fixture
 def planted():
-    """A method that reads `damping` but declares only `query_instructions` (the stale-ranking bug), as its
+    """A method that reads `damping` and declares nothing (no method declares what it reads), as its
     `Configured` form."""
     from hipporag.retrieval.methods.dense import dense_scores
 
-    @register_method("planted", cache_knobs=("query_instructions",))
+    @register_method("planted")
     class Planted:
         def retrieve(self, ctx, queries):
             scores = dense_scores(ctx, queries) + ctx.knobs.damping * np.linspace(1, 0, len(ctx.index.passages))
@@ -188,14 +195,15 @@ def planted():
 
 
 @pytest.mark.slow
-def test_a_method_reading_an_undeclared_knob_is_refused_by_name_and_never_served_stale(demo, planted, caplog):
-    low, values = ranked(demo, "damping=0.3", method=planted)
-    assert unkeyed_reads("planted", values, set(low.reads)) == {"damping"}  # what the contract test refuses
-    assert low.cache == "not stored: it read damping, which its ranking key does not hold"
-    assert "Rankings (planted): not cached: it read damping" in caplog.text
-    high, _ = ranked(demo, "damping=0.7", method=planted)  # the sweep's second job
-    assert high.key == low.key  # the declared key cannot tell the settings apart ...
-    assert high.cache.startswith("not stored") and not same(low.rankings, high.rankings)  # ... yet none is stale
+def test_a_method_is_never_served_a_ranking_of_a_knob_value_it_read_otherwise(demo, planted, tmp_path):
+    """The stale-ranking bug a hand-written knob list allowed: a sweep's second job served the first job's
+    ranking. The key holds what was read, so each value of damping has its own, and a third job is served."""
+    low, _ = ranked(demo, "damping=0.3", method=planted, rankings_in=tmp_path)
+    assert low.cache == "stored" and low.reads == ["damping", "query_instructions"]
+    high, _ = ranked(demo, "damping=0.7", method=planted, rankings_in=tmp_path)  # the sweep's second job
+    assert high.cache == "stored" and high.key != low.key and not same(low.rankings, high.rankings)
+    again, _ = ranked(demo, "damping=0.3", "passage_node_weight=0.2", method=planted, rankings_in=tmp_path)
+    assert again.cache == "loaded" and again.key == low.key and same(low.rankings, again.rankings)
 
 
 # ------------------------------------------------------------------------------------------ the parts, alone

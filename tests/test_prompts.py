@@ -206,15 +206,18 @@ def test_each_role_enters_the_keys_it_shapes_and_no_other(tmp_path):
 
     assert identity() != identity(f"prompts={ner}") and identity() == identity(f"prompts={flt}")
 
-    def rkey(*o):
+    def values(*o):
         s = load_settings(compose(*o))
         from hipporag.index.embed import build_embedder
 
-        values = key_values(s.knobs, s.method, build_llm(s.llm, tmp_path), build_embedder(s.embedder), s.prompts)
-        return ranking_key("index", "hipporag2", values, ["q"])
+        return key_values(s.knobs, s.method, build_llm(s.llm, tmp_path), build_embedder(s.embedder), s.prompts)
 
-    assert rkey("filter=llm") != rkey("filter=llm", f"prompts={flt}")
-    assert rkey("filter=none") == rkey("filter=none", f"prompts={flt}") == rkey("filter=none", f"prompts={ner}")
+    # a ranking's key holds the roles its method read (hipporag2 reads the filter's under filter=llm only:
+    # test_method_contract): another filter role changes that role's digest, and the knob naming the file
+    ours, theirs = values(), values(f"prompts={flt}")
+    assert {n for n in ours if ours[n] != theirs[n]} == {"filter_messages", "prompts"}
+    assert ranking_key("b", ours, {"filter_messages"}) != ranking_key("b", theirs, {"filter_messages"})
+    assert ranking_key("b", ours, {"damping"}) == ranking_key("b", theirs, {"damping"})
     reader = write_set(tmp_path / "r.yaml", lambda d: d["reader"]["messages"][0].update(content="Answer briefly."))
     ours, theirs = (load_settings(compose(f"prompts={p}")).prompts.reader for p in ("default", reader))
     assert ours.messages("q", ["p"])[1:] == theirs.messages("q", ["p"])[1:]

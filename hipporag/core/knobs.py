@@ -2,8 +2,8 @@
 
 A knob's class says what it changes:
 - `index`: the graph (part of the index identity: each value gets its own cached graph);
-- `query`: only retrieval, reading or scoring, never the index (a sweep over it reuses one index; which
-  of them a method's ranking depends on is that method's registry entry, `cache_knobs`);
+- `query`: only retrieval, reading or scoring, never the index (a sweep over it reuses one index; a
+  method's ranking is keyed by those it read as it ran: `retrieval.ranking_cache`);
 - `run`: what the run does (which baseline, whether to read, where the cache is), not how a method ranks.
 Corpus, extractor and embedder enter the index through their own identities.
 

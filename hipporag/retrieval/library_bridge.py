@@ -330,7 +330,7 @@ class LibraryMethod:
         passages = ctx.index.passages
         self.check_lengths(passages)
         dim = embedder.dim
-        work_root = Path(ctx.cache_dir or Path.cwd()) / "tmp"
+        scratch = work_root(ctx.cache_dir)
         identity = self.index_identity(ctx, dim)
         counters = (ctx.llm, ctx.embeddings)
         with measure(*counters) as spend:
@@ -338,18 +338,29 @@ class LibraryMethod:
                 ctx.cache_dir,
                 self.library,
                 identity,
-                lambda folder: self.build(folder, llm, embedder, prefix, dim, passages, work_root),
-                work_root,
+                lambda folder: self.build(folder, llm, embedder, prefix, dim, passages, scratch),
+                scratch,
                 counters,
             )
         self.index_cost = OwnIndexCost.of(f"{self.library} index", self.index_loaded, manifest, spend, folder)
         return folder, dim, manifest
 
 
+def work_root(cache_dir: Path | None) -> Path:
+    """The cache's `tmp/`: where the libraries' working copies live (never published to the cache)."""
+    return Path(cache_dir or Path.cwd()) / "tmp"
+
+
+def work_folder(cache_dir: Path | None, prefix: str) -> Path:
+    """A new folder of its own under `work_root` for one incremental index; its owner removes it."""
+    root = work_root(cache_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+
+
 def register_library(name: str, *, options: type):
-    """`register_method` for a `LibraryMethod` subclass, with what every such method declares alike: its ranking
-    depends on its options, the LLM (which always shapes it) and the embedder's query instructions; it builds an
-    index of its own; `check` is the class's (the pin)."""
+    """`register_method` for a `LibraryMethod` subclass, with what every such method declares alike: the LLM
+    always shapes its ranking; it builds an index of its own; `check` is the class's (the pin)."""
     from hipporag.retrieval.methods.registry import register_method
 
     def register(cls: type) -> type:
@@ -357,7 +368,6 @@ def register_library(name: str, *, options: type):
             raise TypeError(f"register_library({name!r}): {cls.__name__} is not a LibraryMethod")
         return register_method(
             name,
-            cache_knobs=("method_options", "llm", "query_instructions"),
             uses_llm=lambda values: True,
             options=options,
             check=cls.check,

@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 from hipporag.core.textnorm import passage_id
-from hipporag.retrieval.library_bridge import LibraryLLM, event_loop
+from hipporag.retrieval.library_bridge import LibraryLLM, event_loop, work_folder
 from hipporag.retrieval.methods.base import Ranking
 
 log = logging.getLogger(__name__)
@@ -55,9 +55,7 @@ class LightRAGMemory:
 
         self.method, self.llm, self.embeddings = method, llm, embeddings
         method._tokenizer = tokenizer()
-        root = Path(cache_dir or Path.cwd()) / "tmp"
-        root.mkdir(parents=True, exist_ok=True)
-        self.root = Path(tempfile.mkdtemp(prefix="lightrag-memory-", dir=root))
+        self.root = work_folder(cache_dir, "lightrag-memory-")
         self.folder = self.root / "index"
         _, self.embedder, self.prefix = method.hooks(llm, embeddings)
         self.dim = self.embedder.dim
@@ -134,9 +132,7 @@ class GraphRAGMemory:
 
         self.method, self.llm, self.embeddings = method, llm, embeddings
         self.lib = library()
-        root = Path(cache_dir or Path.cwd()) / "tmp"
-        root.mkdir(parents=True, exist_ok=True)
-        self.root = Path(tempfile.mkdtemp(prefix="graphrag-memory-", dir=root))
+        self.root = work_folder(cache_dir, "graphrag-memory-")
         self.folder: Path | None = None  # the last good index; None until a passage is indexed
         self.generation = 0
         _, self.embedder, self.prefix = method.hooks(llm, embeddings)

@@ -1,12 +1,13 @@
 """Cached rankings, in one place: what a ranking's key holds, the key, and whether to load, compute or store.
 
-A method's ranking of a query set is keyed by (index key, method, the values of the knobs it declares, the
-questions), so a damping sweep ranks the dense baseline once; the reader's answers for identical contexts
-come from the LLM cache. The declared list is checked against the code as it runs: the method gets a
-context that records each knob, role and model it reads (`retrieval.reads`), and a ranking that read
-anything its key does not hold is used for this run but never stored, with one warning naming what it
-read (`tests/test_method_contract.py` refuses such a method by name). Each file carries a checksum of its
-arrays: a damaged file is deleted and recomputed, never used.
+A ranking's key is derived from what its method read, as a build system keys a target by its dependency file:
+the method runs on a context that records each knob, prompt role, LLM and query instruction it reads
+(`retrieval.reads`), and the ranking is stored under (its base: the index, the method, its options, the
+questions) plus the current values of those names. The names read are kept beside it (`rankings/reads/`), so a
+later run looks up each recorded set of names with its own values: a damping sweep serves the dense baseline's
+ranking to every job (dense never reads damping), and a method that reads a knob only under some settings
+(v1's `damping` under `graph_walk=ppr`) has it in its key exactly then. No method lists its knobs. Each file
+carries a checksum of its arrays: a damaged file is deleted and recomputed, never used.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hipporag.cache.files import atomic_write_bytes
+from hipporag.cache.files import atomic_write_bytes, atomic_write_json
 from hipporag.cache.keys import bytes_digest, file_digest, stable_key
 from hipporag.core import failpoints
 from hipporag.core.meter import Spend, measure
@@ -29,7 +30,6 @@ from hipporag.core.registry import Configured
 from hipporag.prompts.loading import shipped
 from hipporag.retrieval.methods import METHODS, get_method
 from hipporag.retrieval.methods.base import Ranking, RankingContractError, RetrievalContext, ranking_violations
-from hipporag.retrieval.methods.registry import LLM_KNOBS
 from hipporag.retrieval.reads import recording_context, role_read
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,8 @@ FAILURE_POLICY_KNOBS = frozenset({"fail_on_llm_error", "max_llm_error_rate"})
 def key_values(knobs, method: Configured, llm, embedder, prompts=None) -> dict:
     """What a ranking key may hold, by name: every knob (`filter_prompt` with its file's digest, so an
     edited file is another key), the method's options (its config group), the LLM with its decoding, each
-    prompt-set role's digest (`<role>_messages`), the embedder's query instructions. A method's
-    `cache_knobs` pick from it (`relevant_knobs`)."""
+    prompt-set role's digest (`<role>_messages`), the embedder's query instructions. A ranking's key holds
+    those its method read (`ranking_key`), each name as `retrieval.reads` records it."""
     prompts = prompts or shipped()
     values = knobs.values()
     if values.get("filter_prompt"):
@@ -57,63 +57,60 @@ def key_values(knobs, method: Configured, llm, embedder, prompts=None) -> dict:
     }
 
 
-def _own_names(spec, values: dict) -> list[str]:
-    """A method's own key names under these values: its `cache_knobs`, less the LLM's while it does not use the
-    LLM (it shapes a ranking only through the filter, query NER, RAPTOR, IRCoT), less those its `key_when`
-    rules say these settings do not read."""
-    return [
-        k
-        for k in spec.cache_knobs
-        if (spec.uses_llm(values) or k not in LLM_KNOBS) and (k not in spec.key_when or spec.key_when[k](values))
-    ]
-
-
-def _base(spec, values: dict) -> tuple[str, dict] | None:
-    """A wrapping method's base, and the key values it sees (its own options as `method_options`)."""
-    if spec.base_of is None:
-        return None
-    base, base_options = spec.base_of(values)
-    return base, {**values, "method_options": base_options}
-
-
-def key_names(method: str, values: dict) -> set[str]:
-    """The names a method's ranking key holds under these values (its base's too, for a wrapping method).
-    What the method reads must be among them."""
-    spec = METHODS.entry(method)
-    names = set(_own_names(spec, values))
-    base = _base(spec, values)
-    return names | key_names(*base) if base else names
-
-
-def relevant_knobs(method: str, values: dict) -> dict | None:
-    """The key values a method's ranking depends on (None: an unknown method); a wrapping method's base
-    contributes its own, nested under `base`."""
+def ranking_base(index_key: str, method: str, values: dict, questions: list[str]) -> str | None:
+    """What every ranking of `method` on this index and these questions shares, whatever it reads: the index,
+    the method, its options (they reach it through its constructor; a wrapping method's hold its base's), the
+    questions. None for an unknown method (never cached)."""
     spec = METHODS.get(method)
     if spec is None:
         return None
-    relevant = {k: values.get(k) for k in _own_names(spec, values)}
-    if not relevant.get("query_instructions"):
-        relevant.pop("query_instructions", None)  # plain models (MiniLM): keys as before instructions counted
-    base = _base(spec, values)
-    if base:
-        relevant["base"] = {"method": base[0], "knobs": relevant_knobs(*base)}
-    return relevant
+    identity = {"index": index_key, "method": method, "options": values.get("method_options"), "questions": questions}
+    if spec.base_of is not None:  # the wrapped method as configured, its YAML defaults included
+        identity["base"] = spec.base_of(values)
+    return stable_key(identity, length=24)
 
 
-def ranking_key(index_key: str, method: str, values: dict, questions: list[str]) -> str | None:
-    """The content address of a method's ranking: the index, the method, the values (`values`: by name, as
-    `key_values` gathers them) of the knobs its registry entry declares (`cache_knobs`), the questions. LLM
-    knobs count only while the method uses the LLM."""
-    relevant = relevant_knobs(method, values)
-    if relevant is None:
-        return None  # unknown method: never cached
-    return stable_key({"index": index_key, "method": method, "knobs": relevant, "questions": questions}, length=24)
+def ranking_key(base: str, values: dict, reads) -> str:
+    """The content address of a ranking: its base and the current values of the names its method read
+    (`values`: by name, as `key_values` gathers them). The failure policy never shapes a stored ranking."""
+    names = sorted(set(reads) - FAILURE_POLICY_KNOBS)
+    return stable_key({"base": base, "reads": {n: values.get(n) for n in names}}, length=24)
 
 
-def unkeyed_reads(method: str, values: dict, reads: set[str]) -> set[str]:
-    """What a method read that its ranking key does not hold (empty instructions count as held: an embedder
-    without any leaves them out of the key, and every key with them differs from every key without)."""
-    return set(reads) - key_names(method, values) - FAILURE_POLICY_KNOBS
+def recorded_reads(cache_dir: Path, base: str) -> list[list[str]]:
+    """Each set of names a ranking with this base was stored under (one file per set: concurrent jobs never
+    rewrite each other's). A damaged file is skipped: its ranking is computed again and the file rewritten."""
+    sets = []
+    for path in sorted((Path(cache_dir) / "rankings" / "reads").glob(f"{base}-*.json")):
+        try:
+            names = json.loads(path.read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            sets.append(names)
+    return sets
+
+
+def record_reads(cache_dir: Path, base: str, reads) -> None:
+    names = sorted(set(reads) - FAILURE_POLICY_KNOBS)
+    digest = stable_key({"reads": names}, length=12)
+    atomic_write_json(Path(cache_dir) / "rankings" / "reads" / f"{base}-{digest}.json", names)
+
+
+def lookup(cache_dir: Path, base: str, values: dict) -> tuple[list[Ranking] | None, dict | None, str | None]:
+    """(rankings, their cost, key) of a stored ranking whose recorded reads have these values; Nones if none."""
+    for names in recorded_reads(cache_dir, base):
+        key = ranking_key(base, values, names)
+        loaded, made = load_ranked(cache_dir, key)
+        if loaded is not None:
+            return loaded, made, key
+    return None, None, None
+
+
+def unkeyed_reads(values: dict, reads: set[str]) -> set[str]:
+    """What a method read that no key value stands for (so its key could not hold it): nothing, while every
+    read goes through the recording context by the names `key_values` gives."""
+    return set(reads) - set(values) - FAILURE_POLICY_KNOBS
 
 
 @dataclass
@@ -142,17 +139,17 @@ def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict
     checked against the `Ranking` contract, and stored unless the key could be wrong for them (an LLM request
     failed meanwhile, the graph is this run's only, or the method read something outside its key)."""
     name = method.name
-    key = ranking_key(index.key, name, values, [q.question for q in queries]) if ctx.cache_dir is not None else None
+    base = ranking_base(index.key, name, values, [q.question for q in queries]) if ctx.cache_dir is not None else None
     why_not = None
-    if key and not index.complete:
+    if base and not index.complete:
         log.warning(
             "Rankings (%s): computed on this run's incomplete graph, neither loaded from nor stored in the cache",
             name,
         )
-        key, why_not = None, "this run's incomplete graph"
-    if key:
+        base, why_not = None, "this run's incomplete graph"
+    if base:
         with measure(ctx.llm, ctx.embeddings) as spend:
-            loaded, made = load_ranked(ctx.cache_dir, key)
+            loaded, made, key = lookup(ctx.cache_dir, base, values)
         if loaded is not None:
             log.info("Rankings (%s): loaded from cache", name)
             return Ranked(loaded, "loaded", key, None, spend=spend, made=made)
@@ -169,15 +166,17 @@ def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict
     if problems:
         raise RankingContractError(f"method {name} broke the Ranking contract: {'; '.join(problems[:3])}")
     failed = (ctx.llm.failed_requests() if ctx.llm is not None else 0) - failed_before
-    unkeyed = unkeyed_reads(name, values, reads)
+    key = ranking_key(base, values, reads) if base else None
+    unkeyed = unkeyed_reads(values, reads)
     if unkeyed:
-        why_not = f"it read {', '.join(sorted(unkeyed))}, which its ranking key does not hold"
-        log.warning("Rankings (%s): not cached: %s (declare them in its cache_knobs)", name, why_not)
+        why_not = f"it read {', '.join(sorted(unkeyed))}, which no key value stands for"
+        log.warning("Rankings (%s): not cached: %s (add it to ranking_cache.key_values)", name, why_not)
     elif failed:
         why_not = f"{failed} LLM requests failed while ranking"
         log.warning("Rankings (%s): not cached: %s; a rerun asks again", name, why_not)
     elif key:
         save_rankings(ctx.cache_dir, key, rankings, made)
+        record_reads(ctx.cache_dir, base, reads)
         failpoints.hit("rankings.saved")
     cache = "stored" if key and not why_not else f"not stored: {why_not or 'no cache folder'}"
     return Ranked(rankings, cache, key, sorted(reads), spend, made, own_index, sorted(index_reads))

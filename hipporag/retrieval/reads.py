@@ -1,10 +1,9 @@
 """What a retrieval method reads, recorded as it reads it, by the names a ranking key uses.
 
-Why: a ranking is cached under the values of the knobs its method declares (`cache_knobs`). A method that
-reads a knob it did not declare would be served another setting's ranking in a sweep over that knob, and
-no list written by hand can be checked against the code by reading it. So the method runs on a context
-whose parts note each read (`recording_context`), and `ranking_cache.rank` stores a ranking only when
-every name read is in its key.
+Why: a ranking is cached under the values of what its method read (`ranking_cache`), as a build system keys a
+target by its dependency file. A list of knobs written by hand cannot be checked against the code by reading
+it, and a knob left off it serves another setting's ranking in a sweep over that knob. So the method runs on a
+context whose parts note each read (`recording_context`), and the names read are the ranking's key.
 
 Names, as `ranking_cache.key_values` gives them:
 - a knob (`ctx.knobs.damping`) is its field name; `ctx.knobs.values()` reads every knob it returns;
@@ -16,9 +15,8 @@ Names, as `ranking_cache.key_values` gives them:
 What it reads of the index is noted apart, as parts (`index.build.INDEX_PARTS`), for the cost ledger: the
 vectors of passages, entities or facts, the extraction (entities, facts, their counts), the graph (and what it
 is made of: `GRAPH_PARTS`). The passages themselves are the corpus, in every method's reach.
-A method's options reach it through its constructor and enter its key as `method_options` (the registry
-adds that name for every method with options). The index, the questions and the embedder (its identity is
-part of the index's) are in every key.
+A method's options reach it through its constructor and are in every key of its rankings, with the index,
+the questions and the embedder (its identity is part of the index's): `ranking_cache.ranking_base`.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _stemmer(language: str | None):
     return Stemmer.Stemmer(language).stemWords
 
 
-@register_method("bm25", cache_knobs=("method_options",), options=BM25Options)
+@register_method("bm25", options=BM25Options)
 class BM25Retriever:
     def __init__(self, options: BM25Options):
         self.options = options

@@ -99,7 +99,6 @@ def _check(options: ColBERTv2Options):
 @register_method(
     "colbertv2",
     options=ColBERTv2Options,
-    cache_knobs=("colbert_model",),
     check=_check,
     weights=lambda options, knobs: ((knobs.colbert_model, WHAT),),
     own_index=True,

@@ -18,7 +18,7 @@ def dense_scores(ctx: RetrievalContext, queries: list[Query]):
     return min_max(q @ ctx.index.passage_vecs.T)
 
 
-@register_method("dense", cache_knobs=("query_instructions",), index_parts=("passage_vectors",))
+@register_method("dense", index_parts=("passage_vectors",))
 class DenseRetriever:
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         out = []

@@ -45,25 +45,6 @@ RESET_BLOCK_BYTES = 1 << 27
 @register_method(
     "hipporag2",
     index_parts=INDEX_PARTS,
-    cache_knobs=(
-        "query_instructions",
-        "damping",
-        "passage_node_weight",
-        "linking_top_k",
-        "linking_tie_break",
-        "filter",
-        "passage_nodes",
-        "node_specificity",
-        "linking",
-        "directed",
-        "ppr_engine",
-        "filter_snap_cutoff",
-        "filter_prompt",
-        "filter_messages",
-        "llm",
-        "ppr_device",
-        "filter_max_new_tokens",
-    ),
     uses_llm=lambda values: values.get("filter") == "llm",
 )
 class HippoRAG2Retriever:

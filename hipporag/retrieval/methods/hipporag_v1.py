@@ -37,7 +37,7 @@ from hipporag.retrieval.methods.query_ner import (
     llm_query_entities,
     spacy_query_entities,
 )
-from hipporag.retrieval.methods.registry import knob_is, option_is, register_method
+from hipporag.retrieval.methods.registry import register_method
 from hipporag.retrieval.ppr import personalized_pagerank
 
 
@@ -112,23 +112,6 @@ def spread_to_neighbors(graph, seeds: np.ndarray, hops: int) -> np.ndarray:
 @register_method(
     "hipporag",
     index_parts=_parts,
-    cache_knobs=(
-        "damping",
-        "node_specificity",
-        "graph_walk",
-        "neighbor_hops",
-        "ppr_engine",
-        "ppr_device",
-        "method_options",
-        "llm",
-        "query_instructions",
-        "colbert_model",
-    ),
-    key_when={
-        **dict.fromkeys(("damping", "ppr_engine", "ppr_device"), knob_is("graph_walk", "ppr")),
-        "neighbor_hops": knob_is("graph_walk", "neighbors"),
-        "colbert_model": option_is("linker", "colbertv2"),
-    },
     uses_llm=lambda values: (values.get("method_options") or {}).get("ner") == "llm",
     options=HippoRAGv1Options,
     check=_check,

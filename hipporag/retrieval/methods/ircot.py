@@ -114,7 +114,6 @@ def first_sentence(text: str) -> str:
 
 @register_method(
     "ircot",
-    cache_knobs=("method_options", "llm", "ircot_messages"),
     options=IrcotOptions,
     uses_llm=lambda values: (values.get("method_options") or {}).get("max_steps", 2) > 1,
     base_of=_base_of,
@@ -138,7 +137,8 @@ class IrcotRetriever:
 
     def retrieve(self, ctx: RetrievalContext, queries: list[Query]) -> list[Ranking]:
         o = self.options
-        prompt = (ctx.prompts or shipped()).ircot
+        # read only when the chain steps: a ranking's key holds what it read, and one retrieval is the base alone
+        prompt = (ctx.prompts or shipped()).ircot if o.max_steps > 1 else None
         if o.max_steps > 1 and (prompt is None or ctx.llm is None):
             raise SettingError("method=ircot with max_steps > 1 needs an LLM and a prompt set with an ircot role")
         passages = ctx.index.passages

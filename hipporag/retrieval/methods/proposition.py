@@ -25,7 +25,7 @@ from hipporag.prompts.loading import shipped
 from hipporag.retrieval.colbert import WHAT, library_version, maxsim
 from hipporag.retrieval.methods.base import OwnIndexCost, Ranking, RetrievalContext, rank_desc
 from hipporag.retrieval.methods.colbertv2 import OwnTokens
-from hipporag.retrieval.methods.registry import option_is, register_method
+from hipporag.retrieval.methods.registry import register_method
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,6 @@ def units_of(passages: list[str], propositions, unit: str) -> tuple[list[str], n
 @register_method(
     "proposition",
     options=PropositionOptions,
-    cache_knobs=("llm", "proposition_messages", "query_instructions", "colbert_model"),
-    key_when={"colbert_model": option_is("retriever", "colbertv2")},
     uses_llm=lambda values: _opts(values).get("propositionizer") == "llm",
     prompt_roles=lambda o: ("proposition",) if o.propositionizer == "llm" else (),
     check=lambda o: library_version() if o.retriever == "colbertv2" else None,

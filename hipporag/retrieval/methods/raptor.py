@@ -61,7 +61,7 @@ from hipporag.data.dataset import Query
 from hipporag.retrieval.colbert import WHAT, library_version, maxsim
 from hipporag.retrieval.methods.base import OwnIndexCost, Ranking, RetrievalContext
 from hipporag.retrieval.methods.colbertv2 import OwnTokens
-from hipporag.retrieval.methods.registry import option_is, register_method
+from hipporag.retrieval.methods.registry import register_method
 
 log = logging.getLogger(__name__)
 
@@ -445,8 +445,6 @@ def passage_ranking(sims: np.ndarray, ancestors: np.ndarray, n_passages: int, wa
     "raptor",
     index_parts=("passage_vectors",),
     # the tree depends on the LLM and the method options; the reader's node texts on qa_top_k
-    cache_knobs=("method_options", "llm", "qa_top_k", "query_instructions", "colbert_model"),
-    key_when={"colbert_model": option_is("retriever", "colbertv2")},
     uses_llm=lambda values: True,
     options=RaptorOptions,
     check=lambda options: library_version() if options.retriever == "colbertv2" else None,

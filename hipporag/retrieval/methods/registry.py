@@ -5,25 +5,17 @@
         k1: float = option(number(0, lo_open=True))
         ...
 
-    @register_method("bm25", cache_knobs=("method_options",), options=BM25Options)
+    @register_method("bm25", options=BM25Options)
     class BM25Retriever: ...
 
 What a method declares, and who reads it:
-- `cache_knobs`: the knobs its ranking depends on besides the index and the questions (`ranking_cache`:
-  a sweep over any other knob reuses its ranking); `"method_options"` is its `method.` config group (added
-  for every method with options), `"llm"` the LLM's identity and decoding, `"<role>_messages"` a prompt-set
-  role's digest, `"query_instructions"` the embedder's query instructions. What a method reads is recorded
-  as it runs (`retrieval.reads`), and a ranking that read anything outside its key is never stored.
-- `key_when`: for a knob of `cache_knobs` that only some settings read, when it does ({knob: rule on the key
-  values}, `knob_is` / `option_is`): otherwise it is left out of the key, so a sweep over it reuses the ranking
-  (v1's `damping` under `graph_walk=query_nodes`, `colbert_model` while the method scores with the embedder).
-  The recorded reads keep the rule honest: a ranking that read a knob its key left out is never stored.
-- `uses_llm(values)`: whether the LLM shapes its ranking under these key values (then the LLM, its
-  settings and `LLM_KNOBS` enter the ranking key; otherwise they are dropped, so a swap of reader LLM
-  reuses it).
+- nothing about its cache key: a ranking is keyed by what the method read as it ran (`ranking_cache`: the
+  knobs, prompt roles, LLM and query instructions `retrieval.reads` records, plus the index, its options and
+  the questions), so a sweep over a knob it never reads reuses its ranking, and none is listed by hand.
+- `uses_llm(values)`: whether the LLM shapes its ranking under these key values; the paper comparison reads it
+  to label the row's LLM (`paper.compare`).
 - `base_of(values)`: for a method that wraps another (IRCoT): the wrapped method's name and options (its
-  config group as a dict); the wrapped method's own key knobs then enter the key, nested
-  (`ranking_cache.relevant_knobs`).
+  config group as a dict, its YAML defaults included): part of the ranking's key (`ranking_cache.ranking_base`).
 - `prompt_roles(options)`: the prompt-set roles it needs beyond the reader's under these options (IRCoT's
   `ircot`); the settings check refuses a prompt set without one, before any work.
 - `options`: a dataclass of `option(rule)` fields, one per `method.<option>` key (the settings check
@@ -56,11 +48,6 @@ from dataclasses import dataclass, field
 
 from hipporag.core.paths import group_config
 from hipporag.core.registry import Configured, Part, Registry, options_dict
-from hipporag.prompts.prompt_set import ROLES
-from hipporag.retrieval.reads import role_read
-
-# enter a ranking key only while the method uses the LLM: the LLM, its filter budget, every role's messages
-LLM_KNOBS = ("llm", "filter_max_new_tokens", *map(role_read, ROLES))
 
 
 def _never(values: dict) -> bool:
@@ -71,24 +58,12 @@ def _no_roles(options) -> tuple[str, ...]:
     return ()
 
 
-def knob_is(knob: str, value) -> Callable[[dict], bool]:
-    """A `key_when` rule: the knob `knob` has `value` (in the key values a ranking key is made of)."""
-    return lambda values: values.get(knob) == value
-
-
-def option_is(option: str, value) -> Callable[[dict], bool]:
-    """A `key_when` rule: the method's option `option` (its `method.` config group) has `value`."""
-    return lambda values: (values.get("method_options") or {}).get(option) == value
-
-
 @dataclass(frozen=True)
 class MethodSpec(Part):
     """A method's registry entry: its class (built with its options, or bare when it has none) and what
     the harness must know about it."""
 
     cls: type | None = None
-    cache_knobs: tuple[str, ...] = ()
-    key_when: Mapping[str, Callable[[dict], bool]] = field(default_factory=dict)
     uses_llm: Callable[[dict], bool] = field(default=_never)
     base_of: Callable[[dict], tuple[str, dict]] | None = None
     prompt_roles: Callable[[object], tuple[str, ...]] = field(default=_no_roles)
@@ -120,8 +95,6 @@ METHODS = Registry("method", group="method", selector="name")
 def register_method(
     name: str,
     *,
-    cache_knobs: tuple[str, ...] = (),
-    key_when: Mapping[str, Callable[[dict], bool]] | None = None,
     uses_llm: Callable[[dict], bool] | None = None,
     options: type | None = None,
     base_of: Callable[[dict], tuple[str, dict]] | None = None,
@@ -138,20 +111,11 @@ def register_method(
             if METHODS[name].cls is not cls:
                 raise ValueError(f"method {name!r} is registered twice ({METHODS[name].cls.__name__}, {cls.__name__})")
             return cls
-        if set(cache_knobs) & set(LLM_KNOBS) and uses_llm is None:
-            raise ValueError(f"method {name!r} declares LLM knobs but no uses_llm rule")
-        if set(key_when or ()) - set(cache_knobs):
-            raise ValueError(f"method {name!r}: a key_when rule for a knob outside its cache_knobs")
-        knobs = tuple(cache_knobs)
-        if options is not None and "method_options" not in knobs:
-            knobs += ("method_options",)  # its options reach it through its constructor: always in its key
         spec = MethodSpec(
             name=name,
             builder=_builder(cls),
             options=options,
             cls=cls,
-            cache_knobs=knobs,
-            key_when=dict(key_when or {}),
             uses_llm=uses_llm or _never,
             base_of=base_of,
             prompt_roles=prompt_roles or _no_roles,
