@@ -15,8 +15,10 @@ and searched on the GPU machine (colbert-ai's k-means needs a faiss with GPU sup
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -91,6 +93,7 @@ def main() -> int:
     gpu = torch.cuda.get_device_name(0) if device.startswith("cuda") else None
     out: dict = {"device": device, "gpu": gpu, "torch": torch.__version__, "cpu_cores": os.cpu_count()}
     tmp = Path(tempfile.mkdtemp(prefix="colbert-device-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # the CPU vectors and the PLAID index: scratch
     saved = tmp / "cpu.npz"
     subprocess.run(
         [sys.executable, __file__, "--checkpoint", args.checkpoint, "--cpu-vectors", str(saved)],

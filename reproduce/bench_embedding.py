@@ -1,6 +1,7 @@
 """Embedding at scale: the 2wikimultihopqa_30 index's 107,700 texts through MiniLM on this machine's CPU.
 
-    HIPPORAG_DATA_DIR=../shared/datasets python reproduce/bench_embedding.py [--cache DIR] [--write]
+    HIPPORAG_DATA_DIR=../shared/datasets python reproduce/bench_embedding.py [--cache DIR] [--limit N] [--threads N]
+        [--no-compile] [--write]
 
 - the shipped path (`EmbeddingCache` with conf/embedder/minilm.yaml, a cold embedding cache): passages,
   entities and facts as `build_index` embeds them, texts/s for each and in all;
@@ -9,7 +10,9 @@
   linear layers, bfloat16 autocast, torch.compile. An option is worth taking only if it is faster and its
   vectors are the same (lowest cosine to the shipped ones 0.9999 or more).
 The texts come from the OpenIE cache (`--cache`, filled by a run of dataset=2wikimultihopqa_30) or are
-extracted (spaCy, about 2 minutes). `--write` puts the table into reproduce/PERFORMANCE.md.
+extracted (spaCy, about 2 minutes). `--limit N` takes only the corpus's first N passages (and their entities
+and facts): a quick check that the script runs, not a figure. `--threads N` sets torch's threads (default: its
+own). `--write` puts the table into reproduce/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -31,13 +34,13 @@ from hipporag.report.blocks import replace_block  # noqa: E402
 START, END = "<!-- bench_embedding:start -->", "<!-- bench_embedding:end -->"
 
 
-def parts_of(settings, cache: Path) -> dict[str, list[str]]:
+def parts_of(settings, cache: Path, limit: int | None = None) -> dict[str, list[str]]:
     from hipporag.data.sources import load_dataset
     from hipporag.index.graph import prepare_graph_inputs
     from hipporag.index.openie import build_extractor, run_openie
     from hipporag.index.openie.validity import valid_triples
 
-    passages = load_dataset(settings.dataset).passage_texts()
+    passages = load_dataset(settings.dataset).passage_texts()[:limit]
     extractions, _ = run_openie(passages, build_extractor(settings.extractor), cache)
     inputs = prepare_graph_inputs([valid_triples(e.triples) for e in extractions])
     return {"passages": passages, "entities": inputs.entities, "facts": [str(f) for f in inputs.facts]}
@@ -58,7 +61,7 @@ def shipped(parts: dict[str, list[str]], settings) -> tuple[list[dict], object]:
     return rows, embedder
 
 
-def variants(parts: dict[str, list[str]], embedder) -> list[dict]:
+def variants(parts: dict[str, list[str]], embedder, compile_row: bool = True) -> list[dict]:
     import torch
 
     model = embedder._load()
@@ -88,13 +91,25 @@ def variants(parts: dict[str, list[str]], embedder) -> list[dict]:
     out.append(
         measure("int8 dynamic quantisation (linear layers)", lambda t: encode(quantised, t, embedder.batch_size))
     )
+    if not compile_row:
+        return out
     from sentence_transformers import SentenceTransformer
 
-    compiled = SentenceTransformer(embedder.source(), device="cpu")
-    compiled[0].auto_model = torch.compile(compiled[0].auto_model, dynamic=True)
+    compiled = compile_in_place(SentenceTransformer(embedder.source(), device="cpu"))
     encode(compiled, sample["facts"][:64], embedder.batch_size)  # compile outside the timing
     out.append(measure("torch.compile (inductor, dynamic shapes)", lambda t: encode(compiled, t, embedder.batch_size)))
     return out
+
+
+def compile_in_place(model):
+    """`model` with its transformer compiled (torch.compile, dynamic shapes), in the attribute its forward calls:
+    `auto_model` before sentence-transformers 6, `model` since (`auto_model` is then a read-only alias, and setting
+    it only registered an unused submodule: the row measured the eager model)."""
+    import torch
+
+    name = "model" if isinstance(getattr(type(model[0]), "auto_model", None), property) else "auto_model"
+    setattr(model[0], name, torch.compile(getattr(model[0], name), dynamic=True))
+    return model
 
 
 def _unsort(texts: list[str], vectors: np.ndarray) -> np.ndarray:
@@ -138,13 +153,18 @@ def main() -> None:
     ap.add_argument(
         "--cache", type=Path, default=Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache"))
     )
+    ap.add_argument("--limit", type=int, help="only the corpus's first N passages (default: all)")
+    ap.add_argument("--threads", type=int, help="torch threads (default: torch's own)")
+    ap.add_argument("--no-compile", action="store_true", help="leave out the torch.compile row (a minute to compile)")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
     settings = load_settings(compose("dataset=2wikimultihopqa_30", f"dataset.data_dir={data}", "embedder.device=cpu"))
-    parts = parts_of(settings, args.cache)
+    parts = parts_of(settings, args.cache, args.limit)
     rows, embedder = shipped(parts, settings)
-    text = table(rows, variants(parts, embedder), torch.get_num_threads())
+    text = table(rows, variants(parts, embedder, not args.no_compile), torch.get_num_threads())
     print(text)
     if args.write:
         replace_block(ROOT / "reproduce" / "PERFORMANCE.md", START, END, text)

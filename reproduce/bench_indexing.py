@@ -1,13 +1,14 @@
 """Indexing throughput on 2wikimultihopqa_30's 6,119 passages, and the incremental synonymy KNN.
 
-    HIPPORAG_DATA_DIR=../shared/datasets python reproduce/bench_indexing.py [--sample 1000] [--cache DIR]
+    HIPPORAG_DATA_DIR=../shared/datasets python reproduce/bench_indexing.py [--sample 1000] [--limit N] [--cache DIR]
 
 - extraction (spaCy) and embedding (MiniLM) throughput on a sample of passages, uncached;
 - synonymy KNN over all the corpus's entities from scratch (new-vs-all with an empty store);
 - the incremental case: the store holds the entities of 90 % of the passages, then the other 10 % arrive;
   the increment should cost about 10 % of the full KNN, because only new entities are compared with all.
 Entity lists and vectors come from the cache (`--cache`, filled by a run of dataset=2wikimultihopqa_30);
-what is not cached is computed. Prints a markdown table; `--write` puts it into reproduce/PERFORMANCE.md.
+what is not cached is computed. `--limit N` takes only the corpus's first N passages: a quick check that the
+script runs, not a figure. Prints a markdown table; `--write` puts it into reproduce/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sample", type=int, default=1000)
+    ap.add_argument("--limit", type=int, help="only the corpus's first N passages (default: all)")
     ap.add_argument(
         "--cache", type=Path, default=Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache"))
     )
@@ -47,7 +49,7 @@ def main() -> None:
     data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
     settings = load_settings(compose("dataset=2wikimultihopqa_30", f"dataset.data_dir={data}"))
     ds = load_dataset(settings.dataset)
-    passages = ds.passage_texts()
+    passages = ds.passage_texts()[: args.limit]
     sample = passages[: args.sample]
     rows = []
     extractor = build_extractor(settings.extractor)  # spaCy, as configured by default

@@ -1,12 +1,13 @@
 """The batched PPR engine against its own code at an earlier git revision, side by side in one process.
 
-    python reproduce/bench_ppr_against.py --rev 8d66409 [--passages 100000] [--blocks 4]
+    python reproduce/bench_ppr_against.py --rev 8d66409 [--passages 100000] [--blocks 4] [--block N]
     HIPPORAG_DATA_DIR=../shared/datasets python reproduce/bench_ppr_against.py --rev 8d66409 --musique
 
 Both engines get the same graph and the same reset blocks, one block at a time, alternately (earlier,
 current, earlier, ...) so that the machine's noise hits both alike: bench_retrieval's musique-shaped
 synthetic graph (100,000 passages is about 1M nodes) with HippoRAG-2-shaped resets, or with `--musique`
-musique_train's real graph and its 100 queries' seed vectors (one block, timed `--blocks` times). Prints each block's seconds, the
+musique_train's real graph and its 100 queries' seed vectors (one block, timed `--blocks` times). On the synthetic
+graph a block holds as many queries as the engine takes at once, or `--block N`. Prints each block's seconds, the
 largest score difference and whether the top-5 passages agree, then the medians and their ratio.
 The earlier engine is read with `git show REV:hipporag/retrieval/ppr.py` and imported under another name.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,16 +38,18 @@ ENGINE = "hipporag/retrieval/ppr.py"
 
 
 def engine_at(rev: str):
-    """The PPR module as it was at `rev`, imported as `ppr_at_<rev>`."""
+    """The PPR module as it was at `rev`, imported as `ppr_at_<rev>` (`origin/main` as `ppr_at_origin_main`)."""
     source = subprocess.run(["git", "show", f"{rev}:{ENGINE}"], cwd=ROOT, capture_output=True, text=True)
     if source.returncode:
         raise SystemExit(f"git show {rev}:{ENGINE}: {source.stderr.strip()}")
-    path = Path(tempfile.mkdtemp()) / f"ppr_at_{rev}.py"
-    path.write_text(source.stdout)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+    name = "ppr_at_" + re.sub(r"\W", "_", rev)
+    with tempfile.TemporaryDirectory() as tmp:  # the file is read once, by the import
+        path = Path(tmp) / f"{name}.py"
+        path.write_text(source.stdout)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
     return module
 
 
@@ -58,6 +62,7 @@ def main() -> None:
     ap.add_argument("--rev", required=True, help="the git revision whose engine to compare against")
     ap.add_argument("--passages", type=int, default=100_000)
     ap.add_argument("--blocks", type=int, default=4, help="query blocks timed (each engine's own block size)")
+    ap.add_argument("--block", type=int, help="queries in a synthetic block (default: the engine's own block size)")
     ap.add_argument("--damping", type=float, default=0.5)
     ap.add_argument("--musique", action="store_true", help="musique_train's real graph and seeds instead")
     args = ap.parse_args()
@@ -70,7 +75,7 @@ def main() -> None:
         width, starts = len(resets), [0] * args.blocks
     else:
         graph, resets, n_ent = synthetic_case(args.passages, 10**6)
-        width = current.block_size(graph.vcount(), 10**6)
+        width = args.block or current.block_size(graph.vcount(), 10**6)
         starts = [i * width for i in range(args.blocks)]
     passages = np.arange(n_ent, graph.vcount())
     T_now, T_then = current.TransitionMatrix.from_graph(graph), earlier.TransitionMatrix.from_graph(graph)

@@ -1,13 +1,16 @@
 """Sweep cost against a single run, on musique_train with the imported GPT-3.5 OpenIE.
 
     HIPPORAG_DATA_DIR=../shared/datasets python reproduce/bench_sweep.py [--read]
+    python reproduce/bench_sweep.py dataset=files dataset.questions=Q.json dataset.corpus=C.json extractor=spacy
 
 Measures, each from the command line as a user runs it:
   1. one cold single run (empty cache),
   2. `python run.py -m damping=0.3,0.5,0.7` from an empty cache,
   3. the same sweep again (warm cache), per job,
 and prints the ratios the sweep budget is stated in. Without --read the runs are retrieval-only
-(`read=false`); with --read every job also answers all questions with the reader LLM.
+(`read=false`); with --read every job also answers all questions with the reader LLM. Hydra overrides after
+the options take the place of musique_train and its imported OpenIE (the second line: any data, e.g. a few
+passages for a smoke run at a tiny size, as tests/test_bench_llm_scripts.py does).
 """
 
 from __future__ import annotations
@@ -36,14 +39,14 @@ def timed(args: list[str], env: dict) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--read", action="store_true", help="also run the reader (EM/F1) in every job")
+    ap.add_argument("data", nargs="*", metavar="OVERRIDE", help="dataset and extractor in place of musique_train's")
     args = ap.parse_args()
     data = Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
     openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
     env = {**os.environ, "HIPPORAG_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
+    musique = ["dataset=musique_train", "extractor=imported", f"extractor.path={openie}"]
     common = [
-        "dataset=musique_train",
-        "extractor=imported",
-        f"extractor.path={openie}",
+        *(args.data or musique),
         "tracker=none",
         f"read={'true' if args.read else 'false'}",
     ]

@@ -10,17 +10,25 @@
 # Packages the machine lacks travel as wheels in $WHEELS (default .whl): colbert-ai, GitPython, gitdb, smmap,
 # ujson, bitarray, python-dotenv, python-igraph, igraph, texttable. Each step has its own time limit, so that
 # one that hangs leaves the others' figures; everything lands in $OUT (default: a temporary folder).
+# Without a usable GPU (no nvidia-smi, or one that fails) it stops at once, in one line, exit status 2.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  echo "device_checks.sh: no nvidia-smi: run it on a CUDA machine (on a CPU: bash reproduce/gpu_check.sh --dry-run)" >&2
+  exit 2
+fi
 OUT="${OUT:-$(mktemp -d)}"
 WHEELS="${WHEELS:-.whl}"
 CHECKPOINT="${CHECKPOINT:-.devck/tiny128}"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+if ! nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/machine.txt"; then
+  echo "device_checks.sh: nvidia-smi failed: no usable GPU here" >&2
+  exit 2
+fi
 if compgen -G "$WHEELS/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/machine.txt"
 status=0
 OUT="$OUT" timeout "${GPU_CHECK_S:-200}" bash reproduce/gpu_check.sh 2>&1 | tee "$OUT/gpu_check.log" || status=1
 timeout "${BOUND_S:-180}" python3 reproduce/bench_retrieval.py --skip-musique --device cuda --igraph-sample 5 \

@@ -2,6 +2,8 @@
 
     HIPPORAG_DATA_DIR=../shared/datasets python reproduce/fidelity_ircot.py \
         --checkout /work/official-hipporag --official-python /work/official-venv/bin/python [--write]
+    HIPPORAG_DATA_DIR=../shared/datasets python reproduce/fidelity_ircot.py --harness-only [--checkout DIR] \
+        [--limit N] [--bases dense] --keep DIR
 
 (the checkout and the official venv: reproduce/official_side/README.md). All local; for each base (hipporag2 with
 filter=none, and dense, over the official GPT-3.5 OpenIE):
@@ -19,7 +21,11 @@ filter=none, and dense, over the official GPT-3.5 OpenIE):
 5. compared: queries whose merged top 10 are identical (and whole merged lists), and next-thought requests whose
    messages are byte-identical (as the server received them, as multisets), with the bodies' other fields.
 
-`--write` replaces the block between the `ircot` markers of reproduce/FIDELITY.md.
+`--write` replaces the block between the `ircot` markers of reproduce/FIDELITY.md. `--harness-only` runs steps 1-3
+without the official code (the prompts imported from --checkout when given, else the shipped set): it writes the
+official side's inputs (rankings.json, questions.json, thoughts.json) and the request logs to --keep, and prints
+whether the harness sent one next-thought request per scripted thought and followed every scripted chain.
+`--limit N`: the first N questions.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "reproduce"))
-from official_messages import MODEL, Server, body_fields, canonical  # noqa: E402
+from official_messages import MODEL, Server, body_fields, canonical, check_official, usage_error  # noqa: E402
 
 OFFICIAL_IRCOT = ROOT / "reproduce" / "official_side" / "official_ircot.py"
 START, END = "<!-- ircot:start -->", "<!-- ircot:end -->"
@@ -120,10 +126,21 @@ def compare(ours: dict[str, list[str]], theirs: dict[str, dict], k: int = 10) ->
     return same_top, same_all, notes
 
 
+def legacy_ref(checkout: Path) -> str:
+    """The checkout's legacy branch (origin/legacy in a clone, legacy in a mirror); one line and exit 2 without."""
+    for ref in ("origin/legacy", "legacy"):
+        probe = ["git", "-C", str(checkout), "rev-parse", "--verify", "-q", f"{ref}:src/baselines/ircot.py"]
+        if not subprocess.run(probe, capture_output=True).returncode:
+            return ref
+    usage_error(f"--checkout {checkout}: no legacy branch to read src/baselines/ircot.py from")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkout", type=Path, required=True, help="a checkout of OSU-NLP-Group/HippoRAG (main)")
-    ap.add_argument("--official-python", required=True, help="the official venv's Python")
+    ap.add_argument("--checkout", type=Path, help="a checkout of OSU-NLP-Group/HippoRAG (main)")
+    ap.add_argument("--official-python", help="the official venv's Python")
+    ap.add_argument("--harness-only", action="store_true", help="the harness's side alone (module docstring)")
+    ap.add_argument("--limit", type=int, help="the first N questions only (a smoke run)")
     ap.add_argument(
         "--data", type=Path, default=Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
     )
@@ -134,6 +151,10 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep the logs and files in this folder")
     ap.add_argument("--write", action="store_true", help="replace the ircot block of reproduce/FIDELITY.md")
     args = ap.parse_args()
+    check_official(args.checkout, args.official_python, args.harness_only)
+    if args.write and (args.harness_only or args.limit):
+        usage_error("--write records the whole comparison: leave out --harness-only and --limit")
+    legacy_at = None if args.harness_only else legacy_ref(args.checkout)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ["HIPPORAG_DATA_DIR"] = str(args.data)
     sys.path.insert(0, str(ROOT))
@@ -146,21 +167,23 @@ def main() -> None:
     from hipporag.prompts.__main__ import main as prompts_main
     from hipporag.retrieval.methods import RetrievalContext, get_method, method_options
 
-    rows, request_rows = [], []
+    rows, request_rows, harness_rows = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(args.keep or tmp)
         tmp.mkdir(parents=True, exist_ok=True)
-        if prompts_main(["import-official", str(args.checkout), str(tmp / "prompts"), "--force"]):
+        prompts = tmp / "prompts" if args.checkout else None  # --harness-only without one: the shipped set
+        if prompts and prompts_main(["import-official", str(args.checkout), str(prompts), "--force"]):
             sys.exit("import-official failed")
         legacy = tmp / "legacy_baselines_ircot.py"
-        shown = subprocess.run(
-            ["git", "-C", str(args.checkout), "show", "origin/legacy:src/baselines/ircot.py"],
-            capture_output=True,
-            text=True,
-        )
-        if shown.returncode:
-            sys.exit(f"{args.checkout}: no legacy branch to read src/baselines/ircot.py from ({shown.stderr.strip()})")
-        legacy.write_text(shown.stdout)
+        if legacy_at:
+            shown = subprocess.run(
+                ["git", "-C", str(args.checkout), "show", f"{legacy_at}:src/baselines/ircot.py"],
+                capture_output=True,
+                text=True,
+            )
+            if shown.returncode:
+                sys.exit(f"{args.checkout}: cannot read {legacy_at}:src/baselines/ircot.py ({shown.stderr.strip()})")
+            legacy.write_text(shown.stdout)
         for base in args.bases.split(","):
             openie = args.data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
             s = load_settings(
@@ -169,7 +192,8 @@ def main() -> None:
                     "extractor=imported",
                     f"extractor.path={openie}",
                     "filter=none",
-                    f"prompts={tmp / 'prompts'}",
+                    *([f"prompts={prompts}"] if prompts else []),
+                    *([f"dataset.limit={args.limit}"] if args.limit else []),
                     "llm=openai",
                     f"llm.model={MODEL}",
                     f"llm.identity=fidelity-{uuid.uuid4().hex[:8]}",  # a fresh response cache: every request sent
@@ -190,10 +214,10 @@ def main() -> None:
             (tmp / "rankings.json").write_text(json.dumps(rankings))
             servers = {
                 k: Server(tmp / f"{base}_{k}.jsonl", extra=["--thoughts", str(tmp / "thoughts.json")])
-                for k in ("raw", "normalised", "official")
+                for k in ("raw", "normalised", *(() if args.harness_only else ("official",)))
             }
             try:
-                ours = {}
+                ours, followed = {}, {}
                 for rule in ("raw", "normalised"):
                     llm_settings = load_settings(
                         compose(
@@ -226,6 +250,15 @@ def main() -> None:
                         q.question: [passages[i] for i in r.order[: r.diagnostics["ircot"]["merged"]]]
                         for q, r in zip(ds.queries, result)
                     }
+                    followed[rule] = sum(
+                        r.diagnostics["ircot"]["thoughts"] == thoughts[q.question] for q, r in zip(ds.queries, result)
+                    )
+                if args.harness_only:
+                    for rule in ("raw", "normalised"):
+                        merged = sum(len(d) for d in ours[rule].values()) / len(ours[rule])
+                        sent, scripted = len(servers[rule].requests()), sum(len(c) for c in thoughts.values())
+                        harness_rows.append((base, rule, len(ds.queries), sent, scripted, followed[rule], merged))
+                    continue
                 main_loop = official_loop(
                     args.official_python, args.checkout, "main", tmp, args, ["--base-url", servers["official"].url]
                 )
@@ -256,6 +289,16 @@ def main() -> None:
                 rows.append((base, rule, loop, top, whole, len(theirs), chains_same, "; ".join(notes) or "-"))
             same = sum((ours_req & theirs_req).values())
             request_rows.append((base, sum(ours_req.values()), sum(theirs_req.values()), same, *fields))
+    if args.harness_only:
+        prompt_set = "the imported official prompt set" if prompts else "the shipped prompt set"
+        print(
+            f"musique_train, max_steps={args.max_steps}, {args.num_to_retrieve} passages per step and shown, scripted "
+            f"thoughts, {prompt_set}, the harness's side only (`--harness-only`):\n\n"
+            "| base | merge | questions | next-thought requests | scripted thoughts | chains followed | merged passages "
+            "per question |\n|---|---|---|---|---|---|---|\n"
+            + "\n".join(f"| {b} | {r} | {n} | {s} | {t} | {c}/{n} | {m:.1f} |" for b, r, n, s, t, c, m in harness_rows)
+        )
+        return
     lines = [
         f"musique_train, 100 questions, max_steps={args.max_steps}, {args.num_to_retrieve} passages per step and "
         "shown, scripted thoughts, the same base rankings on both sides (`python reproduce/fidelity_ircot.py`):",

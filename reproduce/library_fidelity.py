@@ -1,7 +1,8 @@
 """Is `method=lightrag` (and `method=graphrag`) the library itself? The harness's run beside the library run
 directly through its own API, on the same corpus, against the same deterministic recording LLM server.
 
-    python reproduce/library_fidelity.py [--dataset demo] [--library lightrag|graphrag] [--dump DIR] [--write]
+    python reproduce/library_fidelity.py [--dataset demo] [--set dataset.KEY=VALUE ...] [--library lightrag|graphrag]
+        [--dump DIR] [--write]
 
 For each library, one side is `python run.py method=<library>` (its requests through the harness's `llm=`
 layer and cache, a fresh cache folder); the other is the library's own documented API with its own LLM client
@@ -19,8 +20,9 @@ It prints and compares:
 - per question, the passages of the library's context, in its order;
 - per question, the library's answer;
 - GraphRAG: its index tables, built by each side.
-`--dump DIR` writes both sides' library requests and answers; `--write` replaces the block between the
-`library-fidelity` markers of reproduce/FIDELITY.md.
+`--set` overrides the dataset on both sides (`--dataset files --set dataset.questions=Q.json --set
+dataset.corpus=C.json`: any corpus in HippoRAG 2's format). `--dump DIR` writes both sides' library requests
+and answers; `--write` replaces the block between the `library-fidelity` markers of reproduce/FIDELITY.md.
 """
 
 from __future__ import annotations
@@ -155,7 +157,7 @@ class Recorder:
 
 
 # ------------------------------------------------------------------------------------------ the harness side
-def harness_run(library: str, dataset: str, server: Recorder, work: Path) -> pd.DataFrame:
+def harness_run(library: str, dataset: str, server: Recorder, work: Path, overrides=()) -> pd.DataFrame:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OPENAI_API_KEY": "scripted", "NO_PROXY": "127.0.0.1,localhost"}
     env["PYTHONHASHSEED"] = HASH_SEED  # the libraries break equal scores by set order: one seed for both sides
     args = [
@@ -163,6 +165,7 @@ def harness_run(library: str, dataset: str, server: Recorder, work: Path) -> pd.
         "run.py",
         f"method={library}",
         f"dataset={dataset}",
+        *overrides,
         "llm=openai",
         "llm.model=scripted",
         f"llm.base_url={server.server.base_url}",
@@ -414,13 +417,13 @@ def answer_request(messages: list[dict]) -> bool:
     return classify(messages) in ("local_answer", "basic_answer", "global_reduce", "drift_reduce")
 
 
-def compare(library: str, dataset: str, dump: Path | None = None) -> dict:
-    data = load_dataset(load_settings(compose(f"dataset={dataset}")).dataset)
+def compare(library: str, dataset: str, dump: Path | None = None, overrides=()) -> dict:
+    data = load_dataset(load_settings(compose(f"dataset={dataset}", *overrides)).dataset)
     passages, questions = data.passage_texts(), [q.question for q in data.queries]
     with tempfile.TemporaryDirectory(prefix=f"fidelity-{library}-") as tmp:
         ours_server, theirs_server = Recorder(), Recorder()
         try:
-            frame = harness_run(library, dataset, ours_server, Path(tmp) / "harness")
+            frame = harness_run(library, dataset, ours_server, Path(tmp) / "harness", overrides)
             contexts, answers = DIRECT[library](passages, questions, theirs_server, Path(tmp) / "direct")
         finally:
             ours_server.server.stop()
@@ -492,11 +495,16 @@ def main(argv: list[str] | None = None) -> int:
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": HASH_SEED})
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="demo")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="dataset.KEY=VALUE", help="a dataset option"
+    )
     parser.add_argument("--library", action="append", choices=sorted(DIRECT), help="default: every library")
     parser.add_argument("--write", action="store_true", help="update reproduce/FIDELITY.md")
     parser.add_argument("--dump", type=Path, help="write both sides' library requests and answers here (JSON)")
     args = parser.parse_args(argv)
-    results = [compare(lib, args.dataset, args.dump) for lib in args.library or sorted(DIRECT)]
+    if any(not o.startswith("dataset.") for o in args.overrides):
+        parser.error("--set takes dataset options only (dataset.KEY=VALUE): the methods run as their YAML says")
+    results = [compare(lib, args.dataset, args.dump, args.overrides) for lib in args.library or sorted(DIRECT)]
     for r in results:
         print(json.dumps(r, indent=1, ensure_ascii=False))
     table = report(results)

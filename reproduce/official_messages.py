@@ -2,6 +2,8 @@
 
     HIPPORAG_DATA_DIR=../shared/datasets python reproduce/official_messages.py \
         --checkout /work/official-hipporag --official-python /work/official-venv/bin/python [--write]
+    HIPPORAG_DATA_DIR=../shared/datasets python reproduce/official_messages.py --harness-only [--checkout DIR] \
+        [--limit N] [--passages N] --keep DIR
 
 (how to make the checkout and the official venv: reproduce/official_side/README.md). Steps, all local:
 
@@ -18,13 +20,20 @@
 It prints how many requests are byte-identical (the messages, as the server received them), whether the
 parsed answers and per-query EM/F1 equal the official evaluators', and how the request bodies differ
 otherwise. `--write` replaces the block between the `messages` markers of reproduce/FIDELITY.md.
+
+`--harness-only` runs steps 1 (when --checkout is given; else the shipped prompt set), 2, 3 and the harness's
+half of 5, without the official code: it writes the official side's inputs (queries.json, passages.json) and
+the harness's request logs to --keep, and prints whether each reader request the harness sent is the one its
+record's question and passages (the official side's input) give. `--limit N`: the first N questions.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -64,11 +73,37 @@ class Server:
         self.proc.wait(timeout=30)
 
 
+def usage_error(message: str):
+    """Stop in one line, exit status 2 (as argparse does for a bad argument)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def check_official(checkout: Path | None, python: str | None, harness_only: bool = False) -> None:
+    """Stop in one line unless --checkout is an official checkout and --official-python runs (before anything
+    is started); with --harness-only neither is needed, and a --checkout given is only read for its prompts."""
+    if checkout is None and not harness_only:
+        usage_error("--checkout is required: a checkout of OSU-NLP-Group/HippoRAG (or pass --harness-only)")
+    if checkout is not None and not (checkout / "src" / "hipporag" / "HippoRAG.py").is_file():
+        usage_error(
+            f"--checkout {checkout}: not a checkout of OSU-NLP-Group/HippoRAG (no src/hipporag/HippoRAG.py; "
+            "reproduce/official_side/README.md makes one)"
+        )
+    if harness_only:
+        return
+    if python is None:
+        usage_error("--official-python is required: the official venv's Python (or pass --harness-only)")
+    if shutil.which(python) is None:
+        usage_error(f"--official-python {python}: not an executable (reproduce/official_side/README.md makes one)")
+
+
 def canonical(messages) -> str:
     return json.dumps(messages, ensure_ascii=False, sort_keys=False)
 
 
-def harness_run(data: Path, prompts: Path, url: str, cache: Path, out: Path) -> pd.DataFrame:
+def harness_run(
+    data: Path, prompts: Path | None, url: str, cache: Path, out: Path, limit: int | None = None
+) -> pd.DataFrame:
     openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
     cmd = [
         sys.executable,
@@ -84,7 +119,8 @@ def harness_run(data: Path, prompts: Path, url: str, cache: Path, out: Path) -> 
         f"llm.model={MODEL}",
         f"llm.identity=recording-{uuid.uuid4().hex[:8]}",  # a fresh response cache: every request is sent
         "reader.max_new_tokens=2048",  # the official client's max_tokens
-        f"prompts={prompts}",
+        *([f"prompts={prompts}"] if prompts else []),
+        *([f"dataset.limit={limit}"] if limit else []),
         "tracker=none",
         f"cache_dir={cache}",
         f"hydra.run.dir={out}",
@@ -226,7 +262,38 @@ def scoring_block(args, records: list[dict], tmp: Path) -> list[str]:
     ]
 
 
-def harness_openie(passages: list[str], prompts: Path, url: str, cache: Path):
+def harness_reader_block(records: list[dict], ours_req: list[dict], reader) -> list[str]:
+    """--harness-only: are the reader requests the harness sent those its records (the official side's input:
+    question and top-5 passages, whole) give under the prompt set, and nothing else?"""
+    sent = collections.Counter(canonical(r["body"]["messages"]) for r in ours_req)
+    rebuilt = [canonical(reader.messages(rec["question"], rec["docs"])) for rec in records]
+    methods = collections.Counter(rec["method"] for rec in records)
+    return [
+        f"- reader: {len(records)} records ({', '.join(f'{m} {n}' for m, n in methods.items())}); "
+        f"{sum(sent.values())} requests sent, {len(sent)} distinct; records whose request, rebuilt from the "
+        f"official side's input, was sent: {sum(k in sent for k in rebuilt)} of {len(records)}; "
+        f"requests no record gives: {len(set(sent) - set(rebuilt))}",
+        f"- request fields besides the messages: harness `{body_fields(ours_req)}`",
+    ]
+
+
+def harness_openie_block(passages: list[str], ours_req: list[dict], ours_ex) -> list[str]:
+    """--harness-only: the harness's OpenIE requests, per stage (as the recording server told them apart to
+    answer them), and what it parsed from the answers."""
+    sys.path.insert(0, str(SERVER.parent))
+    from recording_server import prompt_kind
+
+    kinds = collections.Counter(prompt_kind(r["body"]["messages"]) for r in ours_req)
+    return [
+        f"- OpenIE: {len(passages)} passages; {kinds['ner']} NER requests, {kinds['triples']} triples requests, "
+        f"{kinds['qa']} others; "
+        f"passages with entities parsed: {sum(bool(list(e.entities)) for e in ours_ex)}, with triples: "
+        f"{sum(bool(list(e.triples)) for e in ours_ex)}",
+        f"- request fields besides the messages: harness `{body_fields(ours_req)}`",
+    ]
+
+
+def harness_openie(passages: list[str], prompts: Path | None, url: str, cache: Path):
     from hipporag.harness.settings import compose, load_settings
     from hipporag.index.openie import build_extractor
     from hipporag.llm.backends import build_llm
@@ -239,7 +306,7 @@ def harness_openie(passages: list[str], prompts: Path, url: str, cache: Path):
             f"llm.base_url={url}",
             f"llm.model={MODEL}",
             f"llm.identity=recording-{uuid.uuid4().hex[:8]}",
-            f"prompts={prompts}",
+            *([f"prompts={prompts}"] if prompts else []),
             "dataset=musique_train",
         )
     )
@@ -262,10 +329,10 @@ def corpus_texts(data: Path) -> dict[str, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkout", type=Path, required=True, help="a checkout of OSU-NLP-Group/HippoRAG (main)")
-    ap.add_argument(
-        "--official-python", required=True, help="the Python of a venv where `import hipporag` is the official one"
-    )
+    ap.add_argument("--checkout", type=Path, help="a checkout of OSU-NLP-Group/HippoRAG (main)")
+    ap.add_argument("--official-python", help="the Python of a venv where `import hipporag` is the official one")
+    ap.add_argument("--harness-only", action="store_true", help="the harness's side alone (module docstring)")
+    ap.add_argument("--limit", type=int, help="the first N questions only (a smoke run)")
     ap.add_argument(
         "--data", type=Path, default=Path(os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets"))
     )
@@ -274,17 +341,24 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="keep the logs, prompts and runs in this folder")
     ap.add_argument("--write", action="store_true", help="replace the measured block of reproduce/FIDELITY.md")
     args = ap.parse_args()
+    check_official(args.checkout, args.official_python, args.harness_only)
+    if args.write and (args.harness_only or args.limit):
+        usage_error("--write records the whole comparison: leave out --harness-only and --limit")
     sys.path.insert(0, str(ROOT))
+    from hipporag.harness.settings import compose, load_settings
     from hipporag.prompts.__main__ import main as prompts_main
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(args.keep or tmp)
         tmp.mkdir(parents=True, exist_ok=True)
-        if prompts_main(["import-official", str(args.checkout), str(tmp / "prompts")]):
+        prompts = tmp / "prompts" if args.checkout else None  # --harness-only without one: the shipped set
+        if prompts and prompts_main(["import-official", str(args.checkout), str(prompts)]):
             sys.exit("import-official failed")
-        servers = {k: Server(tmp / f"{k}.jsonl") for k in ("ours", "theirs", "ours_ie", "theirs_ie")}
+        sides = ("ours", "ours_ie") if args.harness_only else ("ours", "theirs", "ours_ie", "theirs_ie")
+        servers = {k: Server(tmp / f"{k}.jsonl") for k in sides}
+        theirs = {}
         try:
-            frame = harness_run(args.data, tmp / "prompts", servers["ours"].url, args.cache, tmp / "run")
+            frame = harness_run(args.data, prompts, servers["ours"].url, args.cache, tmp / "run", args.limit)
             texts = corpus_texts(args.data)
             records = [
                 {
@@ -300,6 +374,19 @@ def main() -> None:
                 for r in frame.itertuples()
             ]
             (tmp / "queries.json").write_text(json.dumps(records))
+            if args.harness_only:
+                chosen = (
+                    "dataset=musique_train",
+                    f"dataset.data_dir={args.data}",
+                    *([f"prompts={prompts}"] * bool(prompts)),
+                )
+                reader_prompt = load_settings(compose(*chosen)).prompts.reader
+                reader = harness_reader_block(records, servers["ours"].requests(), reader_prompt)
+                passages = list(texts.values())[: args.passages]
+                (tmp / "passages.json").write_text(json.dumps(passages))
+                ours_ex = harness_openie(passages, prompts, servers["ours_ie"].url, tmp / "ie_cache")
+                ie = harness_openie_block(passages, servers["ours_ie"].requests(), ours_ex)
+                return print_report(args, "harness side only", reader, ie, len(frame.query_id.unique()))
             theirs = official(
                 args.official_python,
                 args.checkout,
@@ -311,7 +398,7 @@ def main() -> None:
 
             passages = list(texts.values())[: args.passages]
             (tmp / "passages.json").write_text(json.dumps(passages))
-            ours_ex = harness_openie(passages, tmp / "prompts", servers["ours_ie"].url, tmp / "ie_cache")
+            ours_ex = harness_openie(passages, prompts, servers["ours_ie"].url, tmp / "ie_cache")
             theirs_ie = official(
                 args.official_python,
                 args.checkout,
@@ -324,11 +411,15 @@ def main() -> None:
         finally:
             for s in servers.values():
                 s.stop()
-        commit = (theirs.get("official") or {}).get("commit", "?")
+    commit = (theirs.get("official") or {}).get("commit", "?")
+    print_report(args, f"official commit {commit}", reader, ie, len(frame.query_id.unique()))
+
+
+def print_report(args, side: str, reader: list[str], ie: list[str], questions: int) -> None:
+    prompts = "the imported official prompt set" if args.checkout else "the shipped prompt set"
     text = "\n".join(
         [
-            f"musique_train, 100 questions, official commit {commit}, the imported official prompt set "
-            "(`python reproduce/official_messages.py`):",
+            f"musique_train, {questions} questions, {side}, {prompts} (`python reproduce/official_messages.py`):",
             "",
             *reader,
             "",
