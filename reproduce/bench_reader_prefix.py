@@ -1,6 +1,7 @@
 """What does reusing the reader prompt's shared prefix (`llm.prefix_cache`) save, and does it change answers?
 
-    HF_HUB_OFFLINE=1 python reproduce/bench_reader_prefix.py [--cache-dir DIR] [--rounds 2]
+    HF_HUB_OFFLINE=1 python reproduce/bench_reader_prefix.py [--cache-dir DIR] [--rounds 2] [--limit N] \
+        [--max-new-tokens N]
 
 Builds the real reader prompts of `python run.py` (the demo dataset, HippoRAG 2 and the dense baseline: 2 x 20
 questions with their top `qa_top_k` passages; the index comes from, or goes to, `--cache-dir`), then answers
@@ -8,7 +9,8 @@ them with the SmolLM2 of conf/llm/smollm2.yaml, each prompt alone (`batch_invari
 once recomputing every prompt whole (`prefix_cache=false`) and once continuing from the KV cache of the
 messages before the last (system text and one-shot demonstration, `prefix_cache=true`). The two ways
 take turns on each prompt, `--rounds` times, on the same loaded model, so a noisy machine weighs on both. Prints the median
-seconds per prompt of each way and how many answers are identical.
+seconds per prompt of each way and how many answers are identical. A smoke run: `--limit N` asks the first N questions
+only (2 x N prompts), `--max-new-tokens N` caps each answer (default the reader's, conf/reader).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def demo_reader_conversations(cache_dir: Path) -> list[list[dict]]:
+def demo_reader_conversations(cache_dir: Path, limit: int | None = None) -> list[list[dict]]:
     """The reader messages `python run.py` sends (hipporag/harness/experiment.py up to `read`), method by method."""
     from hipporag.data.sources import load_dataset
     from hipporag.harness.settings import compose, load_settings
@@ -34,7 +36,7 @@ def demo_reader_conversations(cache_dir: Path) -> list[list[dict]]:
     from hipporag.retrieval.methods import RetrievalContext
     from hipporag.retrieval.ranking_cache import key_values, rank
 
-    s = load_settings(compose("tracker=none", f"cache_dir={cache_dir}"))
+    s = load_settings(compose("tracker=none", f"cache_dir={cache_dir}", *([f"dataset.limit={limit}"] if limit else [])))
     knobs = s.knobs
     dataset = load_dataset(s.dataset)
     llm = build_llm(s.llm, cache_dir)  # the retrieval of the default methods asks it nothing
@@ -69,9 +71,11 @@ def main() -> None:
         "--cache-dir", type=Path, default=Path("outputs/cache"), help="the index cache (default outputs/cache)"
     )
     ap.add_argument("--rounds", type=int, default=2, help="times each way answers every prompt (default 2)")
+    ap.add_argument("--limit", type=int, help="the first N demo questions only (a smoke run)")
+    ap.add_argument("--max-new-tokens", type=int, help="each answer's budget (default the reader's)")
     args = ap.parse_args()
-    convs = demo_reader_conversations(args.cache_dir)
-    max_new = load_settings(compose()).reader.max_new_tokens
+    convs = demo_reader_conversations(args.cache_dir, args.limit)
+    max_new = args.max_new_tokens or load_settings(compose()).reader.max_new_tokens
     llm = TransformersChatLLM("smollm2", gguf_file=SMOLLM2_GGUF, batch_invariant=True, prefix_cache=True)
     llm.check()  # one model for both ways: the switch is flipped between them
 

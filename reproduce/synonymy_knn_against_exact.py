@@ -1,7 +1,7 @@
 """synonymy_knn=hnsw against exact: the same synonymy pairs? and how each grows with the corpus.
 
     HIPPORAG_DATA_DIR=../shared/datasets python reproduce/synonymy_knn_against_exact.py \
-        [--musique] [--sizes 1000,4000,16000,64000] [--threads 1] [--json FILE] [--write]
+        [--musique [--limit N]] [--sizes 1000,4000,16000,64000] [--share 0.01] [--threads 1] [--json FILE] [--write]
 
 Both sides run the harness's real `SynonymyStore` (index/synonymy.py) in fresh caches, one-shot (every entity
 added at once, as `build_index` does) and then grown by 1 % more passages (the memory's step: the new
@@ -9,7 +9,8 @@ entities against all). Their pairs after the official per-node rules (top 2047, 
 are compared: the share of exact pairs that HNSW finds (what the issue's 99 % bound is about), the pairs only
 HNSW has, and the largest cosine gap on shared pairs.
 
-- `--musique`: musique_train's entities (the official GPT-3.5 OpenIE) with the real all-MiniLM-L6-v2.
+- `--musique`: musique_train's entities (the official GPT-3.5 OpenIE) with the real all-MiniLM-L6-v2; `--limit N`:
+  of its first N passages only (a smoke run).
 - `--sizes`: bench_scale's corpora shaped like musique_train, their entities embedded by its tiny random BERT.
   A growth exponent per side (bench_scale's fit: slope of log seconds on log passages).
 `--write` puts the table into reproduce/PERFORMANCE.md between the synonymy_knn markers.
@@ -161,6 +162,7 @@ def _exp(e: float | None) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--musique", action="store_true")
+    ap.add_argument("--limit", type=int, help="with --musique: its first N passages only (a smoke run)")
     ap.add_argument("--sizes", default="")
     ap.add_argument("--share", type=float, default=0.01)
     ap.add_argument("--threads", type=int, default=1)
@@ -177,7 +179,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="synonymy-knn-") as tmp:
         work = Path(tmp)
         if args.musique:
-            ents = entities_of(data / "musique_train" / OPENIE_NAME)
+            ents = entities_of(data / "musique_train" / OPENIE_NAME)[: args.limit]
             n = round(len(ents) / (1 + args.share))
             rows.append(measure("musique_train", ents, n, embedder_for("minilm", None), work / "musique"))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
@@ -193,6 +195,7 @@ def main() -> None:
     text = table(rows) + (
         f"\n\n{args.threads} BLAS/torch/faiss thread(s); threshold {THRESHOLD}, top {TOPK}; step: +{100 * args.share:g} % "
         f"passages. `python reproduce/synonymy_knn_against_exact.py{' --musique' if args.musique else ''}"
+        f"{f' --limit {args.limit}' if args.musique and args.limit else ''}"
         f"{' --sizes ' + args.sizes if args.sizes else ''}`."
     )
     print(text)

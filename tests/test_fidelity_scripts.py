@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -13,32 +12,12 @@ import sys
 import pandas as pd
 import pytest
 from cli import DATA, ROOT, cli_env, run_cli
+from script_output import CHECKOUT, needs_musique, number, table
 
 pytestmark = pytest.mark.slow
 
-OPENIE = DATA / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
-needs_musique = pytest.mark.skipif(not OPENIE.is_file(), reason=f"benchmark data not found under {DATA}")
-CHECKOUT = os.environ.get("HIPPORAG_OFFICIAL_CHECKOUT")  # a checkout of OSU-NLP-Group/HippoRAG, where one exists
 needs_checkout = pytest.mark.skipif(not CHECKOUT, reason="HIPPORAG_OFFICIAL_CHECKOUT names no official checkout")
 DEMO = ROOT / "hipporag" / "data" / "demo_data"
-
-
-def table(text: str, first: str) -> list[list[str]]:
-    """The body rows of the markdown table whose header starts with `| first |`, as lists of cells."""
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first} |"))
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("| "):
-            break
-        rows.append([c.strip() for c in line.strip("|").split("|")])
-    return rows
-
-
-def number(pattern: str, text: str) -> tuple[str, ...]:
-    found = re.search(pattern, text)
-    assert found, (pattern, text[-3000:])
-    return found.groups()
 
 
 @pytest.fixture(scope="module")
