@@ -187,6 +187,39 @@ def test_a_greedy_answer_does_not_depend_on_its_batch_mates():
     assert len({len(c[-1]["content"]) for c in convs}) == 8  # eight different lengths
 
 
+def test_a_gguf_checkpoint_is_converted_once_and_loads_as_the_same_tensors(tmp_path, monkeypatch, caplog):
+    """llm.gguf_cache: the first load converts SmolLM2's GGUF file and keeps the folder; the next reads it, with
+    the same tensors bit for bit and the same chat template; a folder with one byte changed is converted again,
+    never used."""
+    import torch
+
+    from hipporag.llm import gguf_cache
+    from hipporag.llm.transformers_chat import SMOLLM2_GGUF, smollm2_dir
+
+    monkeypatch.setenv("HIPPORAG_MODEL_CACHE", str(tmp_path))
+    load = lambda: gguf_cache.load(str(smollm2_dir()), SMOLLM2_GGUF, torch.float32)  # noqa: E731
+    tok, converted = load()
+    [folder] = tmp_path.iterdir()
+    tok2, loaded = load()
+    assert "converting" not in caplog.text
+
+    def same(a, b) -> bool:
+        x, y = a.state_dict(), b.state_dict()
+        return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+
+    assert same(converted, loaded) and loaded.config.tie_word_embeddings == converted.config.tie_word_embeddings
+    messages = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a colour."}]
+    template = lambda t: t.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)  # noqa: E731
+    assert template(tok) == template(tok2) and tok.eos_token == tok2.eos_token
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    _, healed = load()
+    assert "converted checkpoint damaged or incomplete" in caplog.text
+    assert same(converted, healed) and gguf_cache._intact(folder) and list(tmp_path.iterdir()) == [folder]
+
+
 def test_transformers_backend_on_the_gguf_model():
     llm = TransformersChatLLM(model="smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", batch_size=2)
     out = llm.generate(

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from hipporag.core.device import pick_device
 from hipporag.core.errors import MissingDependencyError
+from hipporag.llm import gguf_cache
 from hipporag.llm.generation import Generation
 
 log = logging.getLogger(__name__)
@@ -101,12 +102,16 @@ class TransformersChatLLM:
             kwargs = {"gguf_file": self.gguf_file} if self.gguf_file else {}
             if self.revision:
                 kwargs["revision"] = self.revision
-            tok = AutoTokenizer.from_pretrained(source, **kwargs)
+            dtype = torch.float16 if device.startswith("cuda") else torch.float32
+            if self.gguf_file:  # converted once per machine (llm.gguf_cache): 15 s a load otherwise
+                tok, model = gguf_cache.load(source, dtype=dtype, **kwargs)
+            else:
+                tok = AutoTokenizer.from_pretrained(source, **kwargs)
+                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **kwargs)
             tok.padding_side = "left"
             if tok.pad_token is None:
                 tok.pad_token = tok.eos_token
-            dtype = torch.float16 if device.startswith("cuda") else torch.float32
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **kwargs).to(device)
+            model = model.to(device)
             model.eval()
             self._tok, self._model, self.device = tok, model, device
         return self._tok, self._model

@@ -1,0 +1,106 @@
+"""A local GGUF checkpoint converted once per machine, then loaded as the folder it converts to.
+
+Why: transformers dequantises a GGUF file's tensors and rebuilds its tokenizer on every load, 15 s for
+SmolLM2-135M on 2 cores (the default reader of `python run.py`), against 0.3 s for the same tensors read from
+a folder. The first load writes the dequantised weights (safetensors), the config, the generation config and
+the tokenizer to a folder named by the GGUF file's sha256, the transformers version and the dtype, with the
+sha256 of each file it wrote; a later load checks every file against those digests and reads the folder. A
+folder that is damaged, half written or unreadable is converted again, never used; a cache that cannot be
+written costs only the time. The tensors, tokenizer and chat template are the GGUF load's, bit for bit
+(tests/test_llm_layer.py), so the LLM's identity and every cached answer stay what they were.
+
+Where: `$HIPPORAG_MODEL_CACHE`, else `$XDG_CACHE_HOME/hipporag/gguf`, else `~/.cache/hipporag/gguf`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from hipporag.cache.keys import file_digest, stable_key
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "converted.json"  # {file name: sha256} of every file written; written last
+
+
+def cache_root() -> Path:
+    if os.environ.get("HIPPORAG_MODEL_CACHE"):
+        return Path(os.environ["HIPPORAG_MODEL_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hipporag" / "gguf"
+
+
+def converted_folder(gguf_path: Path, dtype) -> Path:
+    """Where the conversion of this file at this dtype, by this transformers version, is kept."""
+    import transformers
+
+    key = {"gguf_sha256": file_digest(gguf_path), "transformers": transformers.__version__, "dtype": str(dtype)}
+    return cache_root() / f"{gguf_path.stem}-{stable_key(key)}"
+
+
+def _intact(folder: Path) -> bool:
+    """Every file the conversion wrote is there with its digest (the manifest is written last)."""
+    try:
+        written = json.loads((folder / MANIFEST).read_text())
+        return bool(written) and all(file_digest(folder / name) == digest for name, digest in written.items())
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
+
+
+def _write(folder: Path, tok, model) -> None:
+    """The conversion, into a temporary sibling renamed into place: readers never see half a folder."""
+    from safetensors.torch import save_model
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        save_model(model, str(tmp / "model.safetensors"))  # tied weights (embeddings = LM head) saved once
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)  # the tensors are dequantised: a plain checkpoint
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        model.generation_config.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        digests = {p.name: file_digest(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+        (tmp / MANIFEST).write_text(json.dumps(digests, indent=2))
+        if folder.exists():
+            if _intact(folder):  # another process wrote it meanwhile
+                return
+            shutil.rmtree(folder, ignore_errors=True)  # damaged: the caller converted again
+        try:
+            os.replace(tmp, folder)
+        except OSError:
+            if not _intact(folder):  # lost a race to a writer whose folder is good: nothing to do
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load(source: str, gguf_file: str, dtype, **kwargs):
+    """(tokenizer, model) of `source`'s GGUF file at `dtype`: from its converted folder when intact, else from
+    the GGUF file (and the folder written for the next load). A GGUF file that is not on disk (a hub id) is
+    left to transformers."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_path = Path(source) / gguf_file
+    folder = converted_folder(gguf_path, dtype) if gguf_path.is_file() else None
+    if folder is not None and _intact(folder):
+        try:
+            tok = AutoTokenizer.from_pretrained(folder)
+            return tok, AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+        except (OSError, ValueError) as e:  # written by a transformers that reads it otherwise: convert again
+            log.warning("%s: converted checkpoint unreadable (%s); converting %s again", folder, e, gguf_file)
+    elif folder is not None and folder.exists():
+        log.warning("%s: converted checkpoint damaged or incomplete; converting %s again", folder, gguf_file)
+    tok = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file, dtype=dtype, **kwargs)
+    if folder is not None:
+        try:
+            _write(folder, tok, model)
+            log.info("Converted %s once, kept in %s (later loads read it)", gguf_file, folder)
+        except OSError as e:
+            log.warning("could not keep the converted %s in %s (%s): each load converts it again", gguf_file, folder, e)
+    return tok, model
