@@ -25,7 +25,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hipporag.harness.record import RECORDS_FILE, RunRecord, read_record  # noqa: E402
-from hipporag.recheck.regressions import prepare_cache  # noqa: E402
+from hipporag.recheck.regressions import REGRESSIONS_DIR, load, prepare_cache  # noqa: E402
 from hipporag.report.blocks import replace_block  # noqa: E402
 
 OFFICIAL = json.loads((ROOT / "reproduce" / "official_musique_train.json").read_text())
@@ -33,18 +33,11 @@ START, END = "<!-- measured:start -->", "<!-- measured:end -->"
 
 
 def run(cache: Path, out: Path, data: Path, hash_seed: str, *extra: str) -> tuple[dict, pd.DataFrame, float]:
-    openie = data / "musique_train" / "openie_results_ner_gpt-3.5-turbo-1106.json"
+    fidelity = load(REGRESSIONS_DIR / "musique_train-fidelity.yaml")  # the recorded fidelity run's overrides
     cmd = [
         sys.executable,
         "run.py",
-        "dataset=musique_train",
-        "extractor=imported",
-        f"extractor.path={openie}",
-        "method=hipporag2",
-        "filter=none",
-        "tracker=none",
-        "read=false",
-        f"cache_dir={cache}",
+        *fidelity.run_args(data, cache),
         f"hydra.run.dir={out}",
         *extra,
     ]

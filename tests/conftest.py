@@ -67,16 +67,12 @@ def musique_run(tmp_path_factory) -> Path | None:
     run = folder / "cold"
     with _one_worker_at_a_time(folder):
         if not (run / "metrics.json").is_file():
+            from hipporag.recheck.regressions import REGRESSIONS_DIR, load
+
+            fidelity = load(REGRESSIONS_DIR / "musique_train-fidelity.yaml")  # the run its expected numbers are of
             run_cli(
                 "run.py",
-                "dataset=musique_train",
-                "extractor=imported",
-                f"extractor.path={openie}",
-                "method=hipporag2",
-                "filter=none",
-                "tracker=none",
-                "read=false",
-                f"cache_dir={folder / 'cache'}",
+                *fidelity.run_args(DATA, folder / "cache"),
                 f"hydra.run.dir={run}",
                 env={"PYTHONHASHSEED": "0", "HIPPORAG_DATA_DIR": str(DATA)},
                 timeout=1800,
