@@ -8,6 +8,12 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
 # the tests that need the shared-file-system mode force it themselves; the others look at SQLite files
 os.environ.pop("HIPPORAG_CACHE_MODE", None)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one compute thread per worker (and per run it starts): workers share the cores instead of each spinning
+    # OpenMP threads for every core, which doubled the CPU time of a 2-worker session on 2 cores
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(variable, "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from collections import defaultdict  # noqa: E402
 
@@ -28,6 +34,56 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_sep("=", f"seconds per test module ({total:.0f} s in tests, all workers summed)")
     for module, seconds in sorted(_MODULE_SECONDS.items(), key=lambda kv: -kv[1])[:20]:
         terminalreporter.write_line(f"{seconds:8.1f}  {module}")
+
+
+# pytest-xdist (`-n 2`, pyproject's addopts) hands each worker whole groups: a module, or every module that uses
+# the musique_train session run, so that one worker makes that run and goes on with its tests while the other
+# never waits for it, and no module fixture is made twice. The longest modules start first (seconds per module
+# as this file prints them at the end of a CI run), so none starts last; this order decides only when a test
+# runs, never its outcome.
+MUSIQUE_FIXTURES = ("musique_run", "musique_cache")
+MUSIQUE_MODULES = frozenset(
+    f"tests/{path.name}"
+    for path in Path(__file__).parent.glob("test_*.py")
+    if any(name in path.read_text(encoding="utf-8") for name in MUSIQUE_FIXTURES)
+)
+LONGEST_FIRST = (
+    "tests/test_faults.py",
+    "tests/test_end_to_end.py",
+    "tests/test_library_methods.py",
+    "tests/test_method_contract.py",
+    "tests/test_llm_layer.py",
+    "tests/test_reproduce_scripts.py",
+    "tests/test_colbert.py",
+    "tests/test_part_contracts.py",
+    "tests/test_sweep.py",
+    "tests/test_api.py",
+    "tests/test_raptor.py",
+)
+
+
+def _group(nodeid: str) -> str:
+    module = nodeid.split("::")[0]
+    return "musique" if module in MUSIQUE_MODULES else module
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the order the groups are handed out in: their tests' order
+        rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+        items.sort(
+            key=lambda item: -1 if _group(item.nodeid) == "musique" else rank.get(_group(item.nodeid), len(rank))
+        )
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduler with our groups (its `loadgroup` marks do not reach the node ids under pytest 9)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return ByGroup(config, log)
 
 
 @pytest.fixture(scope="session")
