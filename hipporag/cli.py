@@ -14,8 +14,13 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "regress": ("hipporag.regress", "rerun the recorded regressions (reproduce/regressions/), or --record them"),
     "rerun": ("hipporag.rerun", "run a recorded run's saved config again and compare its metrics and provenance"),
+    "rescore": (
+        "hipporag.rescore",
+        "score finished runs again from their records (another normalisation, the answers re-parsed): no LLM",
+    ),
     "report": ("hipporag.report.__main__", "(re)write a sweep's report (report.md / .csv, plots)"),
     "reproduce": ("hipporag.reproduce", "put a paper-table sweep beside the published numbers"),
+    "export": ("hipporag.export", "sweeps as one tidy table (parquet, CSV, a datasets card) others can load"),
     "dashboard": ("hipporag.dashboard", "every method against StandardRAG: dashboard.html offline, or a W&B report"),
     "prompts": ("hipporag.prompts.__main__", "import the official prompt sets (main or legacy branch), show a set"),
     "measure-extractors": ("hipporag.measure_extractors", "extractors side by side against a reference OpenIE file"),

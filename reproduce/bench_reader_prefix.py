@@ -36,9 +36,11 @@ def demo_reader_conversations(cache_dir: Path, limit: int | None = None) -> list
     from hipporag.retrieval.methods import RetrievalContext
     from hipporag.retrieval.ranking_cache import key_values, rank
 
-    s = load_settings(compose("tracker=none", f"cache_dir={cache_dir}", *([f"dataset.limit={limit}"] if limit else [])))
+    s = load_settings(
+        compose("tracker=none", f"cache_dir={cache_dir}", *([f"questions.limit={limit}"] if limit else []))
+    )
     knobs = s.knobs
-    dataset = load_dataset(s.dataset)
+    dataset = load_dataset(s.dataset, s.questions)
     llm = build_llm(s.llm, cache_dir)  # the retrieval of the default methods asks it nothing
     embedder = build_embedder(s.embedder)
     index, _ = build_index(

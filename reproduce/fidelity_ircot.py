@@ -193,7 +193,7 @@ def main() -> None:
                     f"extractor.path={openie}",
                     "filter=none",
                     *([f"prompts={prompts}"] if prompts else []),
-                    *([f"dataset.limit={args.limit}"] if args.limit else []),
+                    *([f"questions.limit={args.limit}"] if args.limit else []),
                     "llm=openai",
                     f"llm.model={MODEL}",
                     f"llm.identity=fidelity-{uuid.uuid4().hex[:8]}",  # a fresh response cache: every request sent
@@ -201,7 +201,7 @@ def main() -> None:
                     f"cache_dir={args.cache}",
                 )
             )
-            ds = load_dataset(s.dataset)
+            ds = load_dataset(s.dataset, s.questions)
             embedder = build_embedder(s.embedder)
             index, _ = build_index(ds.passage_texts(), build_extractor(s.extractor), embedder, s.knobs, args.cache)
             passages = index.passages

@@ -59,7 +59,7 @@ def h0_n(record: RunRecord) -> int:
 
 
 def report(data: Path, cache: Path, limit: int | None = None) -> str:
-    some = (f"dataset.limit={limit}",) if limit else ()
+    some = (f"questions.limit={limit}",) if limit else ()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         m0, f0, t_cold = run(cache, tmp / "a", data, "0", *some)

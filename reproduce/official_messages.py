@@ -120,7 +120,7 @@ def harness_run(
         f"llm.identity=recording-{uuid.uuid4().hex[:8]}",  # a fresh response cache: every request is sent
         "reader.max_new_tokens=2048",  # the official client's max_tokens
         *([f"prompts={prompts}"] if prompts else []),
-        *([f"dataset.limit={limit}"] if limit else []),
+        *([f"questions.limit={limit}"] if limit else []),
         "tracker=none",
         f"cache_dir={cache}",
         f"hydra.run.dir={out}",

@@ -4,6 +4,7 @@ import pytest
 
 from hipporag.core.errors import DatasetError
 from hipporag.data.formats import load_files
+from hipporag.data.selection import QuestionOptions
 from hipporag.data.sources import load_dataset
 
 
@@ -113,14 +114,18 @@ def test_gold_passages_absent_from_the_corpus_warn_once_or_stop(tmp_path, caplog
         for i in range(3)
     ]
     questions, corpus = write(tmp_path, "q.json", qs), write(tmp_path, "c.json", CORPUS)
+    files = {"source": "files", "name": "t", "questions": str(questions), "corpus": str(corpus)}
     with caplog.at_level("WARNING"):
-        ds = load_files("t", questions, corpus)
+        ds = load_dataset({**files, "strict_gold": False})
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "3 of 6 gold passages (3 questions) are not in the corpus" in warnings[0]
     assert "'Z\\nmissing 0'" in warnings[0]
     assert ds.gold_missing["passages"] == 3 and ds.gold_missing["example"]["query_id"] == "x0"
     with pytest.raises(DatasetError, match="3 of 6 gold passages"):
-        load_files("t", questions, corpus, strict_gold=True)
+        load_dataset({**files, "strict_gold": True})
+    # only the questions asked are checked: one of them, one missing gold passage
+    one = load_dataset({**files, "strict_gold": False}, QuestionOptions(limit=None, ids=["x2"]))
+    assert one.gold_missing["passages"] == 1 and one.gold_missing["example"]["query_id"] == "x2"
 
 
 def test_a_repeated_question_id_is_refused_naming_the_file_the_id_and_the_records(tmp_path):

@@ -439,7 +439,7 @@ LLM_FILTER = (
     "llm=openai",
     "llm.model=smollm2",
     "llm.max_retries=0",
-    "dataset.limit=5",
+    "questions.limit=5",
     "filter_max_new_tokens=48",
 )
 
@@ -862,7 +862,7 @@ def test_each_bad_server_answer_fails_its_request_and_nothing_made_from_it_is_ca
     server = FaultServer(_bad_answers()[fault])
     try:
         llm = (*LLM_OPENIE, f"llm.base_url={server.base_url}", "llm.timeout=1", "llm.max_response_bytes=65536")
-        proc = run(tmp_path, tmp_path / "cache", "bad", *llm, "dataset.limit=3", expect_rc=3)
+        proc = run(tmp_path, tmp_path / "cache", "bad", *llm, "questions.limit=3", expect_rc=3)
     finally:
         server.close()
     m = metrics(tmp_path / "bad")

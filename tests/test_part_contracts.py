@@ -859,7 +859,8 @@ def test_dataset_source_gives_a_checked_dataset(settings, dataset_recipes, demo,
     with runnable("dataset source", name, recipe):
         configured = settings(*recipe.overrides).dataset
         data = load_dataset(configured)
-        limited = load_dataset(settings(*recipe.overrides, "dataset.limit=2").dataset)
+        limited_settings = settings(*recipe.overrides, "questions.limit=2")
+        limited = load_dataset(limited_settings.dataset, limited_settings.questions)
     assert data.name == configured.options.name
     assert data.queries and data.corpus
     ids = [q.id for q in data.queries]

@@ -273,7 +273,9 @@ def _method_metrics(recall5: float, em: float | None, f1: float | None, n: int) 
     return {**recalls, "em": em, "f1": f1, "n_queries": n, "fallbacks": 0, "reader_errors": 0, "retrieve_s": 0.1}
 
 
-def write_job(sweep: Path, job: int, experiment: str, method: str, scores: dict, *overrides: str, prompts=None) -> None:
+def write_job(
+    sweep: Path, job: int, experiment: str, method: str, scores: dict, *overrides: str, prompts=None, questions=None
+) -> None:
     """Job folder `job`: .hydra/overrides.yaml, resolved_config.yaml (the config composed from conf/ with these
     overrides, as `python run.py` resolves it) and metrics.json; `scores` maps method -> (recall@5, em, f1).
     `method` is the config file chosen (`method=...`); the run records the method it names."""
@@ -294,6 +296,7 @@ def write_job(sweep: Path, job: int, experiment: str, method: str, scores: dict,
         "baseline": cfg["baseline"],
         "methods": {m: _method_metrics(*v, n) for m, v in scores.items()},
         "index": {"passages": 1890, "entities": 0},
+        **({"questions": questions} if questions else {}),
     }
     (job_dir / "metrics.json").write_text(json.dumps(metrics))
 
@@ -340,6 +343,37 @@ def test_table2_qa_sweep_prints_em_and_f1_beside_the_paper(tmp_path):
     assert "retriever all-MiniLM-L6-v2 vs nvidia/NV-Embed-v2" in text
     assert "vs the paper's MuSiQue (1,000 questions, 11,656 passages)" in text
     assert "qa_top_k" not in text  # the preset reads the top 5, as the paper
+
+
+def test_a_subset_of_the_questions_is_never_set_beside_a_full_set_paper_row(tmp_path, capsys):
+    sweep = tmp_path / "table2_qa"
+    data = ("dataset=musique_train",)
+    write_job(sweep, 0, "table2_qa", "dense", {"dense": (0.5, 0.21, 0.314)}, *data)
+    subset = {"selected": 10, "of": 100, "subset": True, "limit": 10, "ids_sha1": "0" * 40}
+    write_job(
+        sweep,
+        1,
+        "table2_qa",
+        "hipporag2",
+        {"hipporag2": (0.6, 0.3, 0.4), "dense": (0.5, 0.2, 0.3)},
+        *data,
+        questions=subset,
+    )
+    assert reproduce_main([str(sweep)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: ") and str(sweep / "1") in err
+    assert "asked 10 of 100 questions (questions.limit / questions.ids)" in err
+    # every question asked (a record that says so, or one from before the group): compared as usual
+    write_job(
+        tmp_path / "full",
+        0,
+        "table2_qa",
+        "dense",
+        {"dense": (0.5, 0.21, 0.314)},
+        *data,
+        questions={**subset, "selected": 100, "subset": False, "limit": None},
+    )
+    assert "NV-Embed-v2 (7B)" in compare_sweep(tmp_path / "full")
 
 
 def test_the_reader_alone_and_the_gtr_and_gte_rows_pair_with_their_table2_rows(tmp_path):

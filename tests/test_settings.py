@@ -81,7 +81,7 @@ def test_the_stages_get_typed_values():
             "filter_prompt=/no/such/file.json",
             "filter_prompt='/no/such/file.json' is not allowed: expected the path of an existing file",
         ),
-        ("dataset.limit=0", "dataset.limit=0 is not allowed: expected an integer >= 1 or null"),
+        ("questions.limit=0", "questions.limit=0 is not allowed: expected an integer >= 1 or null"),
         ("llm.temperature=-0.1", "llm.temperature=-0.1 is not allowed: expected a number >= 0"),
         ("embedder.batch_size=0", "embedder.batch_size=0 is not allowed"),
         (

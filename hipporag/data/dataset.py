@@ -44,6 +44,7 @@ class Dataset:
     # duplicate passages, empty titles, blank passages: {name: {count, of, example, message}} (`text_checks`)
     text_checks: dict = field(default_factory=dict)
     files: list[str] = field(default_factory=list)  # the files it was read from (their digests go in the run record)
+    selection: dict = field(default_factory=dict)  # which questions a run asks (`data.selection.selection_record`)
 
     def passage_texts(self) -> list[str]:
         """Corpus passage strings, de-duplicated in first-seen order (duplicates index once)."""

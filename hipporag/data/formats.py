@@ -180,15 +180,11 @@ def parse_corpus(records: object, path: Path) -> list[Passage]:
     return corpus
 
 
-def load_files(
-    name: str, questions_path: Path, corpus_path: Path, limit: int | None = None, strict_gold: bool = False
-) -> Dataset:
-    """A question file (any official layout) and a corpus file ([{title, text}]), checked against each other."""
+def load_files(name: str, questions_path: Path, corpus_path: Path) -> Dataset:
+    """A question file (any official layout) and a corpus file ([{title, text}]), each checked record by record
+    (the gold passages are checked against the corpus for the questions a run asks: `sources.load_dataset`)."""
     queries = parse_questions(_read_json(questions_path), questions_path, name)
     corpus = parse_corpus(_read_json(corpus_path), corpus_path)
-    if limit is not None:
-        queries = queries[:limit]
     dataset = Dataset(name=name, queries=queries, corpus=corpus, files=[str(questions_path), str(corpus_path)])
     dataset.text_checks = corpus_checks([p.title for p in corpus], [p.text for p in corpus], corpus_path)
-    dataset.check_gold(questions_path, strict_gold)
     return dataset

@@ -15,9 +15,10 @@ from pathlib import Path
 from hipporag.core.errors import DatasetError
 from hipporag.core.paths import REPRODUCE_DIR
 from hipporag.core.registry import Configured, Registry, option
-from hipporag.core.rules import boolean, integer, text
+from hipporag.core.rules import boolean, text
 from hipporag.data.dataset import Dataset
 from hipporag.data.formats import load_files
+from hipporag.data.selection import QuestionOptions, select_questions, selection_record
 
 
 def demo_data_dir() -> Path:
@@ -65,10 +66,10 @@ DATASET_SOURCES = Registry("dataset source", group="dataset", selector="source")
 
 @dataclass(frozen=True)
 class DatasetOptions:
-    """What every source has: the name runs report, a question limit, and the gold-passage policy."""
+    """What every source has: the name runs report and the gold-passage policy (which questions a run asks is
+    the `questions` group's: `data.selection`)."""
 
     name: str = option(text())
-    limit: int | None = option(integer(1, optional=True))
     strict_gold: bool = option(boolean())  # true: a gold passage absent from the corpus stops the run
 
 
@@ -92,15 +93,24 @@ class HubOptions(DatasetOptions):
     revision: str | None = option(text(optional=True))
 
 
-def load_dataset(dataset: Configured | Mapping) -> Dataset:
-    """The configured dataset (the `dataset` config group, or its `Configured` form; `source` picks the loader)."""
-    return DATASET_SOURCES.build(dataset)
+def load_dataset(dataset: Configured | Mapping, questions: QuestionOptions | None = None) -> Dataset:
+    """The configured dataset (the `dataset` config group, or its `Configured` form; `source` picks the loader),
+    with the questions the `questions` group selects (all without it), checked against the corpus."""
+    configured = dataset if isinstance(dataset, Configured) else DATASET_SOURCES.configure(dataset)
+    loaded = configured.build()
+    options = questions or QuestionOptions(limit=None, ids=None)
+    source = loaded.files[0] if loaded.files else loaded.name
+    of = len(loaded.queries)
+    loaded.queries = select_questions(loaded.queries, options, source)
+    loaded.selection = selection_record(options, loaded.queries, of)
+    loaded.check_gold(source, configured.options.strict_gold)
+    return loaded
 
 
 @DATASET_SOURCES.register("demo", options=DatasetOptions)
 def _demo(o: DatasetOptions) -> Dataset:
     d = demo_data_dir()
-    return load_files(o.name, d / "demo.json", d / "demo_corpus.json", o.limit, o.strict_gold)
+    return load_files(o.name, d / "demo.json", d / "demo_corpus.json")
 
 
 @DATASET_SOURCES.register("data_dir", options=DataDirOptions)
@@ -110,8 +120,6 @@ def _data_dir(o: DataDirOptions) -> Dataset:
         o.name,
         _data_dir_file(data_dir, o.questions, "questions"),
         _data_dir_file(data_dir, o.corpus, "corpus"),
-        o.limit,
-        o.strict_gold,
     )
 
 
@@ -119,7 +127,7 @@ def _data_dir(o: DataDirOptions) -> Dataset:
 def _files(o: FilesOptions) -> Dataset:
     if not o.questions or not o.corpus:
         raise DatasetError("dataset=files needs dataset.questions=PATH and dataset.corpus=PATH")
-    return load_files(o.name, Path(o.questions), Path(o.corpus), o.limit, o.strict_gold)
+    return load_files(o.name, Path(o.questions), Path(o.corpus))
 
 
 @DATASET_SOURCES.register("hub", options=HubOptions)
@@ -127,4 +135,4 @@ def _hub(o: HubOptions) -> Dataset:
     from hipporag.data.hub import download_hipporag2_dataset
 
     questions, corpus = download_hipporag2_dataset(o.repo_id, o.hub_name, o.revision)
-    return load_files(o.name, questions, corpus, o.limit, o.strict_gold)
+    return load_files(o.name, questions, corpus)

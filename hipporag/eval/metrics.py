@@ -26,6 +26,21 @@ def normalize_answer(s: str) -> str:
     return " ".join(s.split())
 
 
+def _lower_only(s: str) -> str:
+    return " ".join(s.lower().split())
+
+
+def _whitespace_only(s: str) -> str:
+    return " ".join(s.split())
+
+
+# How an answer and a gold answer are made comparable before EM / F1. `squad` is the official one (every run
+# scores with it); the others exist for `hipporag rescore --normalization`, to see how much of a score the
+# normalisation decides: `lower` keeps punctuation and articles, `none` compares the texts as written.
+NORMALIZATIONS = {"squad": normalize_answer, "lower": _lower_only, "none": _whitespace_only}
+OFFICIAL_NORMALIZATION = "squad"
+
+
 def recall_at_k(gold: Sequence[str], retrieved: Sequence[str], k: int) -> float:
     gold_set = set(gold)
     if not gold_set:
@@ -37,14 +52,14 @@ def recall_dict(gold: Sequence[str], retrieved: Sequence[str], ks: Sequence[int]
     return {f"recall@{k}": recall_at_k(gold, retrieved, k) for k in ks}
 
 
-def exact_match(prediction: str, golds: Sequence[str]) -> float:
-    pred = normalize_answer(prediction)
-    return max((1.0 if normalize_answer(g) == pred else 0.0 for g in golds), default=0.0)
+def exact_match(prediction: str, golds: Sequence[str], normalize=normalize_answer) -> float:
+    pred = normalize(prediction)
+    return max((1.0 if normalize(g) == pred else 0.0 for g in golds), default=0.0)
 
 
-def _f1(prediction: str, gold: str) -> float:
-    pred_tokens = normalize_answer(prediction).split()
-    gold_tokens = normalize_answer(gold).split()
+def _f1(prediction: str, gold: str, normalize=normalize_answer) -> float:
+    pred_tokens = normalize(prediction).split()
+    gold_tokens = normalize(gold).split()
     common = Counter(pred_tokens) & Counter(gold_tokens)
     same = sum(common.values())
     if same == 0:
@@ -54,8 +69,8 @@ def _f1(prediction: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-def f1_score(prediction: str, golds: Sequence[str]) -> float:
-    return max((_f1(prediction, g) for g in golds), default=0.0)
+def f1_score(prediction: str, golds: Sequence[str], normalize=normalize_answer) -> float:
+    return max((_f1(prediction, g, normalize) for g in golds), default=0.0)
 
 
 def mean(values: Sequence[float]) -> float:

@@ -75,6 +75,8 @@ def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_
     if settings.knobs.filter_prompt:
         inputs.append(str(settings.knobs.filter_prompt))
     inputs.append(settings.prompts.origin)  # the prompt set's file, by digest
+    if settings.questions.ids_file() is not None:
+        inputs.append(str(settings.questions.ids_file()))  # the question ids a subset was chosen by
     seeds = {"bootstrap": M.BOOTSTRAP_SEED}
     for method in settings.methods_to_run():
         if hasattr(method.options, "seed"):
@@ -103,7 +105,7 @@ def run_experiment(
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     settings = settings or load_settings(cfg)
-    dataset = load_dataset(settings.dataset)
+    dataset = load_dataset(settings.dataset, settings.questions)
     passages = dataset.passage_texts()
     timings["load_s"] = time.perf_counter() - t0
     log.info("Dataset %s: %d queries, %d passages", dataset.name, len(dataset.queries), len(passages))
@@ -239,6 +241,7 @@ def _record(pipeline: Pipeline, dataset, index, report, queries, scored: Scored,
         ),
         dataset=dataset.name,
         n_queries=len(queries),
+        questions=dataset.selection,
         method=settings.method.name,
         baseline=knobs.baseline,
         methods={name: MethodRecord.from_json(m, f"methods.{name}") for name, m in scored.metrics.items()},

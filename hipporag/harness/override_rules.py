@@ -72,13 +72,15 @@ def knob_names() -> frozenset[str]:
 
 @functools.cache
 def group_keys(group: str) -> frozenset[str]:
-    """The keys a config group may set: its selector and every option of any of its parts (the reader's
-    options; none for an ablation, which sets knobs)."""
+    """The keys a config group may set: its selector and every option of any of its parts (the reader's and the
+    question selection's options; none for an ablation, which sets knobs)."""
+    from hipporag.data.selection import QuestionOptions
     from hipporag.harness.settings import REGISTRIES
     from hipporag.llm.reader import ReaderOptions
 
-    if group == "reader":
-        return frozenset(f.name for f in dataclasses.fields(ReaderOptions))
+    fixed = {"reader": ReaderOptions, "questions": QuestionOptions}  # the groups that are one part, not a choice
+    if group in fixed:
+        return frozenset(f.name for f in dataclasses.fields(fixed[group]))
     registry = REGISTRIES.get(group)
     if registry is None:
         return frozenset()

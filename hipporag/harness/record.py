@@ -315,6 +315,8 @@ class RunRecord:
     schema_version: int = SCHEMA_VERSION
     dataset: str = ""
     n_queries: int | None = None
+    # which questions it asked: selected, of, subset, limit, ids (`data.selection.selection_record`); {} before
+    questions: dict = field(default_factory=dict)
     llm_failures: dict[str, StageFailures] = field(default_factory=dict)
     max_llm_error_rate: float = 0.0
     unusable_answers: dict[str, StageUnusable] = field(default_factory=dict)
@@ -335,6 +337,11 @@ class RunRecord:
     @property
     def degraded(self) -> bool:
         return self.status == "degraded"
+
+    @property
+    def subset(self) -> bool:
+        """The run asked only some of its dataset's questions (`questions.limit` / `questions.ids`)."""
+        return bool(self.questions.get("subset"))
 
     @property
     def main(self) -> MethodRecord:
@@ -394,6 +401,7 @@ class RunRecord:
             "prompts": self.prompts.to_json() if self.prompts else None,
             "dataset": self.dataset,
             "n_queries": self.n_queries,
+            "questions": self.questions,
             "method": self.method,
             "baseline": self.baseline,
             "methods": self.methods_json(),
@@ -432,7 +440,7 @@ def _typed_parts(doc: dict) -> dict:
         typed["prompts"] = _build(PromptsUsed, doc["prompts"], "prompts")
     if doc.get("bootstrap") is not None:
         typed["bootstrap"] = _build(Bootstrap, doc["bootstrap"], "bootstrap")
-    for key in ("dataset_checks", "cost", "openie", "cache", "timings", "provenance"):
+    for key in ("dataset_checks", "questions", "cost", "openie", "cache", "timings", "provenance"):
         typed[key] = dict(_obj(doc.get(key), key))
     return typed
 

@@ -9,7 +9,8 @@ What is checked, and where it is declared:
 - the top-level knobs: `hipporag.core.knobs.Knobs` (type, rule and class of each);
 - each config group: the registry of its kind (`dataset.source`, `method.name`, `extractor.name`,
   `embedder.backend`, `llm.backend`, `tracker.name` pick the part; the part's options dataclass checks
-  the rest); the reader: `hipporag.llm.reader.ReaderOptions`; the prompt set named by the `prompts` knob:
+  the rest); the reader: `hipporag.llm.reader.ReaderOptions`; the questions asked:
+  `hipporag.data.selection.QuestionOptions`; the prompt set named by the `prompts` knob:
   `hipporag.prompts` (read and checked here, so a bad prompt file stops the run before any work).
 The stages are handed the typed objects; the composed config itself is kept only for the run's records
 (resolved_config.yaml, the W&B config).
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from hipporag.core.errors import SettingError
 from hipporag.core.knobs import Knobs
 from hipporag.core.registry import Configured, Registry
+from hipporag.data.selection import QuestionOptions
 from hipporag.data.sources import DATASET_SOURCES
 from hipporag.harness.tracking import TRACKERS
 from hipporag.index.embed import EMBEDDERS
@@ -33,7 +35,8 @@ from hipporag.prompts.loading import load_prompts
 from hipporag.prompts.prompt_set import PromptSet
 from hipporag.retrieval.methods import METHODS, method_options
 
-GROUPS = ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker")
+GROUPS = ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker", "questions")
+OPTIONAL_GROUPS = ("questions",)  # absent from configs saved before it existed (a rerun of an older run): all
 
 # the registry of each config group that picks a part (the reader is one fixed part)
 REGISTRIES: dict[str, Registry] = {
@@ -57,6 +60,7 @@ class Settings:
     llm: Configured
     reader: ReaderOptions
     tracker: Configured
+    questions: QuestionOptions
     prompts: PromptSet
 
     def methods_to_run(self) -> list[Configured]:
@@ -76,9 +80,11 @@ def _baseline(knobs: Knobs, method: Configured) -> Configured | None:
 
 def load_settings(cfg: Mapping) -> Settings:
     """The typed settings of a composed config; SettingError (one line) for the first bad or unknown value."""
-    missing = [g for g in GROUPS if g not in cfg]
+    missing = [g for g in GROUPS if g not in cfg and g not in OPTIONAL_GROUPS]
     if missing:
         raise SettingError(f"the config has no {missing[0]} group (conf/config.yaml's defaults list names it)")
+    if isinstance(cfg["dataset"], Mapping) and "limit" in cfg["dataset"]:  # where it lived before the group
+        raise SettingError("dataset.limit is now questions.limit (and questions.ids=[...] names questions by id)")
     knobs = Knobs.from_config(cfg, GROUPS)
     parts = {group: registry.configure(cfg[group]) for group, registry in REGISTRIES.items()}
     prompts = load_prompts(knobs.prompts, str(cfg["dataset"].get("name") or ""))
@@ -87,6 +93,7 @@ def load_settings(cfg: Mapping) -> Settings:
         knobs=knobs,
         baseline=_baseline(knobs, parts["method"]),
         reader=ReaderOptions.from_config(cfg["reader"]),
+        questions=QuestionOptions.from_config(cfg.get("questions")),
         prompts=prompts,
         **parts,
     )

@@ -42,6 +42,19 @@ def ircot_line(name: str, chains: Chains) -> str:
     )
 
 
+def subset_words(record: RunRecord) -> str:
+    """ " (a subset: N of M questions, ...)" for a run that asked only some of its dataset's questions."""
+    q = record.questions
+    if not record.subset:
+        return ""
+    how = ", ".join(
+        part
+        for part in (f"limit {q['limit']}" if q.get("limit") else "", f"{q['ids']} ids named" if q.get("ids") else "")
+        if part
+    )
+    return f" (a subset: {q.get('selected')} of {q.get('of')} questions, {how})"
+
+
 def format_summary(record: RunRecord) -> str:
     """The table a user reads at the end of a run (percentages, like the papers)."""
     cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1", "fallbacks", "retrieve s", "read s"]
@@ -73,7 +86,7 @@ def format_summary(record: RunRecord) -> str:
             out.append(f"{name}: recall not defined ({m.recall_undefined})")
     out.append("")
     out.append(
-        f"dataset {record.dataset}: {record.n_queries} queries, {idx.passages} passages; "
+        f"dataset {record.dataset}: {record.n_queries} queries{subset_words(record)}, {idx.passages} passages; "
         f"graph {idx.nodes} nodes / {idx.edges} edges ({'cached' if idx.graph_cached else 'built'})"
     )
     out.append("timings (s): " + ", ".join(f"{k.removesuffix('_s')} {v:.1f}" for k, v in record.timings.items()))

@@ -308,7 +308,14 @@ def load_rows(sweep_dir: Path, table: Table) -> tuple[list[OurRow], list[str]]:
         job_dir = sweep_dir / str(r.job)
         cfg = _yaml(job_dir / "resolved_config.yaml")
         ablation = job_overrides(job_dir).get("ablation") if table.by == "ablation" else None
-        rows.append(our_row(str(r.job), str(r.method), bool(r.is_baseline), cfg, read_record(job_dir), table, ablation))
+        record = read_record(job_dir)
+        if record.subset:  # a paper's number is over every question: a subset's is another experiment
+            q = record.questions
+            raise ReproduceError(
+                f"{job_dir}: asked {q.get('selected')} of {q.get('of')} questions (questions.limit / questions.ids); "
+                "the paper's rows are over the full set, so a subset is not set beside them (rerun without them)"
+            )
+        rows.append(our_row(str(r.job), str(r.method), bool(r.is_baseline), cfg, record, table, ablation))
     # A baseline row repeats in every job; keep it once, and only when no job ran that method itself.
     own = {(row.name, row.dataset) for row in rows if not row.is_baseline}
     seen, kept = set(), []
