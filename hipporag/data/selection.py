@@ -88,9 +88,11 @@ def _read_ids_file(path: Path) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-def select_questions(queries: list[Query], options: QuestionOptions, source: Path | str) -> list[Query]:
-    """The questions the run asks, in the dataset's order; an id the dataset lacks stops the run in one line
-    naming it and the questions file (`source`)."""
+def select_questions(
+    queries: list[Query], options: QuestionOptions, source: Path | str
+) -> tuple[list[Query], list[str] | None]:
+    """The questions the run asks, in the dataset's order, and the ids asked for (None: none named); an id the
+    dataset lacks stops the run in one line naming it and the questions file (`source`)."""
     wanted = options.wanted_ids()
     if wanted is not None:
         known = {q.id for q in queries}
@@ -105,16 +107,17 @@ def select_questions(queries: list[Query], options: QuestionOptions, source: Pat
         queries = [q for q in queries if q.id in chosen]
     if options.limit is not None:
         queries = queries[: options.limit]
-    return queries
+    return queries, wanted
 
 
-def selection_record(options: QuestionOptions, selected: list[Query], of: int) -> dict:
+def selection_record(options: QuestionOptions, selected: list[Query], of: int, wanted: list[str] | None) -> dict:
     """What the run record keeps of the choice: how many of how many, the limit, and the ids by count and
-    digest (the file's path too), so that two runs on the same subset are seen to be on the same subset."""
+    digest (the file's path too), so that two runs on the same subset are seen to be on the same subset. `wanted`:
+    the ids asked for, as `select_questions` read them."""
     ids = [q.id for q in selected]
     record: dict = {"selected": len(selected), "of": of, "subset": len(selected) < of, "limit": options.limit}
-    if options.ids is not None:
-        record["ids"] = len(set(options.wanted_ids() or []))
+    if wanted is not None:
+        record["ids"] = len(set(wanted))
         path = options.ids_file()
         if path is not None:
             record["ids_file"] = str(path)

@@ -101,8 +101,8 @@ def load_dataset(dataset: Configured | Mapping, questions: QuestionOptions | Non
     options = questions or QuestionOptions(limit=None, ids=None)
     source = loaded.files[0] if loaded.files else loaded.name
     of = len(loaded.queries)
-    loaded.queries = select_questions(loaded.queries, options, source)
-    loaded.selection = selection_record(options, loaded.queries, of)
+    loaded.queries, wanted = select_questions(loaded.queries, options, source)
+    loaded.selection = selection_record(options, loaded.queries, of, wanted)
     loaded.check_gold(source, configured.options.strict_gold)
     return loaded
 

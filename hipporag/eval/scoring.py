@@ -9,6 +9,15 @@ from hipporag.eval.chains import chain_record, chain_summary
 SNIPPET = 240  # characters of a passage kept in the per-query records
 
 
+def metric_means(records: list[dict]) -> dict:
+    """recall@k, EM and F1 averaged over the per-query records that have them (None where none has)."""
+    summary = {}
+    for key in [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]:
+        values = [r[key] for r in records if r[key] is not None]
+        summary[key] = M.mean(values) if values else None
+    return summary
+
+
 def score_method(
     name: str, queries, index, rankings, answers, raw, retrieval_top_k: int, reader_errors=None
 ) -> tuple[dict, list[dict]]:
@@ -52,10 +61,7 @@ def score_method(
         if "ircot" in r.diagnostics:  # a multi-step chain: its thoughts, endings and the step each gold entered
             rec.update(chain_record(r.diagnostics["ircot"], list(q.gold_passages), index.passages))
         records.append(rec)
-    summary = {}
-    for key in [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]:
-        values = [r[key] for r in records if r[key] is not None]
-        summary[key] = M.mean(values) if values else None
+    summary = metric_means(records)
     summary.update(
         n_queries=len(records),
         fallbacks=sum(r["fallback"] for r in records),

@@ -21,6 +21,7 @@ from pathlib import Path
 from hipporag.cache.files import atomic_write_bytes
 from hipporag.core.errors import UserError
 from hipporag.eval import metrics as M
+from hipporag.eval.scoring import metric_means
 from hipporag.eval.uncertainty import add_uncertainty
 from hipporag.harness.record import METRICS_FILE, RECORDS_FILE, MethodRecord, RunRecord, read_record
 
@@ -28,7 +29,6 @@ RESCORED_METRICS = "metrics.rescored.json"
 RESCORED_RECORDS = "per_query.rescored.parquet"
 NEEDED_COLUMNS = ("method", "query_id", "gold_answers", "gold_passage_ids", "top_passage_ids", "answer", "response")
 ANSWER_RULES = ("recorded", "first", "last")  # the answer as the run took it, or taken again from the response
-SCORES = [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]
 
 
 class RescoreError(UserError, ValueError):
@@ -102,18 +102,9 @@ def rescore_records(frame, normalization: str, answers: str) -> list[dict]:
     return records
 
 
-def _means(records: list[dict], method: str) -> dict:
-    mine = [r for r in records if r["method"] == method]
-    out = {}
-    for key in SCORES:
-        values = [r[key] for r in mine if r[key] is not None]
-        out[key] = M.mean(values) if values else None
-    return out
-
-
 def rescore_record(record: RunRecord, records: list[dict]) -> RunRecord:
     """The record with every method's scores, intervals and paired tests from `records`; the rest as it was."""
-    metrics = {name: _means(records, name) for name in record.methods}
+    metrics = {name: metric_means([r for r in records if r["method"] == name]) for name in record.methods}
     add_uncertainty(metrics, records, record.method, record.baseline)
     methods = {}
     for name, old in record.methods.items():

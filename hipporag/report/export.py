@@ -13,17 +13,18 @@ import io
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from hipporag.cache.files import atomic_write_bytes, atomic_write_text
+from hipporag.core import safe_yaml
 from hipporag.core.errors import UserError
 from hipporag.core.knobs import RULES
 from hipporag.core.redact import redact
 from hipporag.eval.metrics import RECALL_KS
-from hipporag.harness.ledger import headline
 from hipporag.harness.provenance import recorded_code
 from hipporag.harness.sweep_folders import read_sweep
 from hipporag.report.figures import finite
-from hipporag.report.sweep_report import COST_COLUMNS
+from hipporag.report.sweep_report import COST_COLUMNS, cost_columns, metric_columns
 
 TABLE = "leaderboard"
 METRICS = [f"recall@{k}" for k in RECALL_KS] + ["em", "f1"]
@@ -69,17 +70,24 @@ def _scalar(value):
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
+def _config(path: Path) -> dict:
+    """A job's resolved_config.yaml, read as every folder-supplied YAML is (`core.safe_yaml`); {} without one."""
+    if not path.is_file():
+        return {}
+    try:
+        cfg = safe_yaml.load_file(path)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ExportError(f"{path}: not readable YAML ({' '.join(str(e).split())[:160]})") from None
+    return cfg if isinstance(cfg, dict) else {}
+
+
 def rows_of(sweep_dir: Path) -> tuple[list[dict], list[str]]:
     """The rows of one sweep, and one line per job left out (damaged: `harness.sweep_folders`)."""
-    import yaml
-
     sweep = read_sweep(sweep_dir)
     rows = []
     for job in sweep.jobs:
         record = job.record
-        config_file = job.folder / "resolved_config.yaml"
-        cfg = yaml.safe_load(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
-        cfg = cfg if isinstance(cfg, dict) else {}
+        cfg = _config(job.folder / "resolved_config.yaml")
         commit, dirty = recorded_code(record.provenance)
         shared = {
             "sweep": Path(sweep_dir).name,
@@ -100,15 +108,8 @@ def rows_of(sweep_dir: Path) -> tuple[list[dict], list[str]]:
                 **shared,
                 "n_queries": m.n_queries if m.n_queries is not None else record.n_queries,
             }
-            for metric in METRICS:
-                row[metric] = finite(m.value(metric))
-                lo, hi = m.ci.get(metric, (None, None))
-                row[f"{metric}_lo"], row[f"{metric}_hi"] = finite(lo), finite(hi)
-                test = m.vs_baseline.get(metric)
-                row[f"{metric}_delta"], row[f"{metric}_p"] = (test.delta, test.p_value) if test else (None, None)
-            ledger = record.ledger(method)
-            figures = headline(ledger) if ledger is not None else {}
-            row.update({f"cost_{k}": finite(figures.get(k)) for k in COST_COLUMNS})
+            row.update({k: finite(v) for k, v in metric_columns(m, METRICS).items()})
+            row.update(cost_columns(record, method))
             rows.append({k: redact(v) if isinstance(v, str) else v for k, v in row.items()})
     return rows, sweep.left_out
 

@@ -21,6 +21,7 @@ from hipporag.core.errors import EXIT_DEGRADED, EXIT_USER_ERROR, UserError
 from hipporag.core.redact import redact, redact_file, register_config
 from hipporag.harness.continual import continual_plot
 from hipporag.harness.ledger import headline
+from hipporag.harness.record import MethodRecord, RunRecord
 from hipporag.harness.sweep_folders import read_sweep, swept_knobs, varying_overrides
 from hipporag.report.continual import collect_steps, continual_markdown
 from hipporag.report.figures import finite
@@ -49,6 +50,25 @@ class Collected(NamedTuple):
     left_out: list[str]  # one line per job or link that could not be read (`harness.sweep_folders`)
 
 
+def metric_columns(m: MethodRecord, metrics) -> dict:
+    """Each metric of `metrics` with its 95 % interval (`_lo`, `_hi`) and its paired test against the baseline
+    (`_delta`, `_p`), None where the run has none: the report's columns and the export's."""
+    row = {}
+    for key in metrics:
+        row[key] = m.value(key)
+        row[f"{key}_lo"], row[f"{key}_hi"] = m.ci.get(key, (None, None))
+        test = m.vs_baseline.get(key)
+        row[f"{key}_delta"], row[f"{key}_p"] = (test.delta, test.p_value) if test else (None, None)
+    return row
+
+
+def cost_columns(record: RunRecord, method: str) -> dict:
+    """The cost ledger's headline figures of `method`, as made (`cost_<figure>`; None where not recorded)."""
+    ledger = record.ledger(method)
+    figures = headline(ledger) if ledger is not None else {}
+    return {f"cost_{k}": finite(figures.get(k)) for k in COST_COLUMNS}
+
+
 def collect(sweep_dir: Path) -> Collected:
     """One row per (job, method), with the swept knobs as columns; the names of the swept knobs; and what was
     left out. A damaged job is left out, never shown (`harness.sweep_folders`: its rule)."""
@@ -69,14 +89,8 @@ def collect(sweep_dir: Path) -> Collected:
                 "status": record.status,
             }
             row.update({k: redact(job.overrides.get(k)) for k in swept})  # a URL with its password
-            for key in HEADLINE:
-                row[key] = m.value(key)
-                row[f"{key}_lo"], row[f"{key}_hi"] = m.ci.get(key, (None, None))
-                test = m.vs_baseline.get(key)
-                row[f"{key}_delta"], row[f"{key}_p"] = (test.delta, test.p_value) if test else (None, None)
-            ledger = record.ledger(method)
-            figures = headline(ledger) if ledger is not None else {}
-            row.update({f"cost_{k}": finite(figures.get(k)) for k in COST_COLUMNS})
+            row.update(metric_columns(m, HEADLINE))
+            row.update(cost_columns(record, method))
             rows.append(row)
     return Collected(pd.DataFrame(rows), swept, sweep.left_out)
 
