@@ -21,7 +21,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("hipporag.report.__main__", "(re)write a sweep's report (report.md / .csv, plots)"),
     "reproduce": ("hipporag.reproduce", "put a paper-table sweep beside the published numbers"),
     "export": ("hipporag.export", "sweeps as one tidy table (parquet, CSV, a datasets card) others can load"),
-    "dashboard": ("hipporag.dashboard", "every method against StandardRAG: dashboard.html offline, or a W&B report"),
+    "dashboard": (
+        "hipporag.dashboard",
+        "every method against StandardRAG (dashboard.html, or a W&B report); exports as one leaderboard",
+    ),
     "prompts": ("hipporag.prompts.__main__", "import the official prompt sets (main or legacy branch), show a set"),
     "measure-extractors": ("hipporag.measure_extractors", "extractors side by side against a reference OpenIE file"),
     "prepare-datasets": (

@@ -3,7 +3,7 @@
 For the tests and benchmarks that need many fast, known answers rather than a model: the OpenIE path at
 paper scale, resume after a kill, the cache identity across ports, the validity rule on odd answers.
 
-- `answer(messages) -> str` writes each answer (default `openie_answer`: NER and triples made from the
+- `answer(messages) -> str` writes each answer (`answer(messages, seed)` for a request with a `seed`) (default `openie_answer`: NER and triples made from the
   passage's capitalised words, deterministic, in the JSON the project's prompts ask for);
 - `latency() -> seconds` is drawn per request (default 0) and waited with asyncio, so hundreds of requests
   can be in flight at once without threads;
@@ -66,6 +66,7 @@ class ScriptedServer:
         self.max_num_seqs = max_num_seqs
         self.model = model
         self.requests: collections.Counter = collections.Counter()  # messages hash -> requests received
+        self.seeds: collections.Counter = collections.Counter()  # the requests' `seed` (None: none sent) -> count
         self.completed: collections.Counter = collections.Counter()  # messages hash -> responses sent
         self.fail: Callable[[list[dict]], bool] = lambda messages: False  # answer HTTP 503 when true
         self.in_flight = self.peak_in_flight = 0
@@ -110,6 +111,7 @@ class ScriptedServer:
         messages = req["messages"]
         key = messages_key(messages)
         self.requests[key] += 1
+        self.seeds[req.get("seed")] += 1
         if self.fail(messages):
             return 503, {"error": {"message": "overloaded, try again", "type": "server_error"}}
         async with self._slots:  # a generation slot, as vLLM's max_num_seqs
@@ -117,7 +119,7 @@ class ScriptedServer:
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
             try:
                 await asyncio.sleep(self.latency())
-                text = self.answer(messages)
+                text = self.answer(messages, req["seed"]) if "seed" in req else self.answer(messages)
             finally:
                 self.in_flight -= 1
         self.completed[key] += 1

@@ -4,11 +4,11 @@ import glob
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from browser import chromium, dump_dom, needs_chromium
 from cli import ROOT, run_cli
 from wandb_records import read_run
 
@@ -257,32 +257,17 @@ def test_the_dashboard_command_for_a_sweep_a_group_and_one_run(joblib_sweep, tmp
     assert "Nothing was swept in these runs." in page and len(_cell(page, "main/recall@5")) == 1
 
 
-CHROMIUM = shutil.which("chromium")
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (bash tests/install_browser.sh)")
+@needs_chromium
 def test_the_dashboard_renders_in_a_real_browser(joblib_sweep, tmp_path):
     sweep, _ = joblib_sweep
-    url = (sweep / "dashboard.html").as_uri()
-    flags = [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
-    dom = subprocess.run(
-        [*flags, "--virtual-time-budget=3000", "--dump-dom", url], capture_output=True, text=True, timeout=120
-    )
+    dom = dump_dom(sweep / "dashboard.html", tmp_path / "profile")
     assert 'data-rendered="ok"' in dom.stdout and "data-errors" not in dom.stdout  # the page's script ran through
     console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
     assert console == [], console
     shot = tmp_path / "dashboard.png"
-    subprocess.run([*flags, "--window-size=1280,2400", f"--screenshot={shot}", url], capture_output=True, timeout=120)
+    chromium(
+        tmp_path / "profile", "--window-size=1280,2400", f"--screenshot={shot}", (sweep / "dashboard.html").as_uri()
+    )
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000  # a blank page of this size is a few kB
 

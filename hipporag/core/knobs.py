@@ -33,6 +33,8 @@ class Knobs:
     # -- what the run does
     baseline: str | None = knob(RUN, text(optional=True))  # a method name: checked against the registry
     read: bool = knob(RUN, boolean())
+    metric: str = knob(RUN, choice("em_f1", "llm_judge"))  # llm_judge: an LLM also grades each answer (llm.judge)
+    judge_max_new_tokens: int = knob(RUN, integer(1))
     cache_dir: str = knob(RUN, text())
     cache_mode: str = knob(RUN, choice("auto", "local", "shared"))  # how stores are written (cache.fs)
     # the prompt set (hipporag.prompts): it reaches caches through the digests of its roles, not as a knob

@@ -14,6 +14,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 RECALL_KS = (1, 2, 5, 10, 20, 30, 50, 100, 150, 200)
+# the answer metrics: the official EM and F1, and the LLM judge's grade (metric=llm_judge; absent otherwise)
+ANSWER_METRICS = ("em", "f1", "judge")
+SCORED_METRICS = tuple(f"recall@{k}" for k in RECALL_KS) + ANSWER_METRICS
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
@@ -75,6 +78,30 @@ def f1_score(prediction: str, golds: Sequence[str], normalize=normalize_answer) 
 
 def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
+
+
+def judge_agreement(judge: Sequence[float], em: Sequence[float], f1: Sequence[float]) -> dict:
+    """How far the LLM judge and the string metrics tell the same story, over answers graded both ways (0/1
+    grades): the share where judge and EM agree and Cohen's kappa (agreement beyond chance; None when either
+    never varies), the share where the judge agrees with F1 >= 0.5, and the Pearson correlation of the judge
+    with F1 (None when either is constant)."""
+    import numpy as np
+
+    j, e, f = (np.asarray(x, dtype=np.float64) for x in (judge, em, f1))
+    n = len(j)
+    if n == 0:
+        return {"n": 0, "em_agreement": None, "em_kappa": None, "f1_agreement": None, "f1_pearson": None}
+    observed = float(np.mean(j == e))
+    chance = float(j.mean() * e.mean() + (1 - j.mean()) * (1 - e.mean()))
+    kappa = (observed - chance) / (1 - chance) if chance < 1 else None
+    pearson = float(np.corrcoef(j, f)[0, 1]) if j.std() > 0 and f.std() > 0 else None
+    return {
+        "n": n,
+        "em_agreement": observed,
+        "em_kappa": kappa,
+        "f1_agreement": float(np.mean(j == (f >= 0.5))),
+        "f1_pearson": pearson,
+    }
 
 
 # --- uncertainty ---------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hipporag.eval import metrics as M
 
-UNCERTAIN = [f"recall@{k}" for k in M.RECALL_KS] + ["em", "f1"]
+UNCERTAIN = M.SCORED_METRICS
 
 
 def add_uncertainty(method_metrics: dict, records: list[dict], method: str, baseline: str | None) -> None:
@@ -14,7 +14,7 @@ def add_uncertainty(method_metrics: dict, records: list[dict], method: str, base
     for m, recs in by_method.items():
         ci, vs = {}, {}
         for key in UNCERTAIN:
-            values = [r[key] for r in recs if r[key] is not None]
+            values = [r[key] for r in recs if r.get(key) is not None]
             if not values:
                 continue
             ci[key] = list(M.bootstrap_ci(values))
@@ -22,7 +22,7 @@ def add_uncertainty(method_metrics: dict, records: list[dict], method: str, base
                 pairs = [
                     (r[key], b[key])
                     for r, b in zip(recs, by_method[baseline])
-                    if r[key] is not None and b[key] is not None
+                    if r.get(key) is not None and b.get(key) is not None
                 ]
                 if pairs:
                     ours, theirs = zip(*pairs)

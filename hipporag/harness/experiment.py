@@ -66,8 +66,9 @@ def _swept_values() -> dict[str, str]:
     return {k: mine.get(k, "") for k in knobs}
 
 
-def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_dir: Path) -> dict:
-    """The run's provenance block: every input file read, every model, every seed."""
+def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_dir: Path, judge_llm=None) -> dict:
+    """The run's provenance block: every input file read, every model (the judge's, when it is another LLM),
+    every seed (the reader's samples' too)."""
     inputs = list(dataset.files)
     for part in (extractor, getattr(extractor, "fallback", None)):
         if getattr(part, "path", None):
@@ -81,14 +82,18 @@ def run_provenance(settings: Settings, dataset, extractor, embedder, llm, cache_
     for method in settings.methods_to_run():
         if hasattr(method.options, "seed"):
             seeds[f"{method.name}.seed"] = method.options.seed
+    if settings.knobs.read and settings.reader.samples > 1:
+        seeds["reader.samples"] = [settings.reader.seed + i for i in range(settings.reader.samples)]
     models = {
         "extractor": extractor,
         "embedder": embedder,
         "llm": llm,
         "extractor_llm": getattr(extractor, "llm", None),
+        "judge_llm": judge_llm,
     }
-    if models["extractor_llm"] is llm:
-        del models["extractor_llm"]
+    for role in ("extractor_llm", "judge_llm"):
+        if models[role] is llm or models[role] is None:
+            del models[role]
     return collect_provenance(cache_dir=cache_dir, input_files=inputs, models=models, seeds=seeds)
 
 
@@ -192,12 +197,14 @@ def _score_every_method(pipeline: Pipeline, index, queries, report, timings: dic
         with measure(pipeline.llm, None) as read_spend:
             read = pipeline.read(queries, pipeline.contexts(index, ranked.rankings), name) if knobs.read else None
         t_read = time.perf_counter() - t0
+        if read is not None and knobs.metric == "llm_judge":  # after the reader's spend: the judge is no reading cost
+            pipeline.judge(queries, read, name)
         scored.ledgers[name] = method_ledger(
             method.part.parts_of(method.options),
             report,
             ranked,
             read_spend if read else None,
-            read.responses if read else None,
+            read.all_responses() if read else None,
             len(queries),
         )
         summary, records = pipeline.score(index, queries, ranked.rankings, read, name)
@@ -214,9 +221,10 @@ def _record(pipeline: Pipeline, dataset, index, report, queries, scored: Scored,
     """The run's record (metrics.json): its health (LLM failures, unusable answers), the dataset's checks, the
     prompts, every method's scores and cost, the index, the usage, the timings, the provenance."""
     settings, knobs, llm, extractor = pipeline.settings, pipeline.settings.knobs, pipeline.llm, pipeline.extractor
-    usage = {
-        stage: StageUsage(**vars(u), usd=llm.cost_usd(u.input_tokens, u.output_tokens))
-        for stage, u in llm.usage.items()
+    usage = {  # every LLM's stages: the run's, and a judge's of its own (llm@judge_llm)
+        stage: StageUsage(**vars(u), usd=used.cost_usd(u.input_tokens, u.output_tokens))
+        for used in pipeline.llms()
+        for stage, u in used.usage.items()
     }
     failures = llm_failures(usage, knobs.max_llm_error_rate)
     unusable = unusable_answers(usage, report.openie, knobs.max_unusable_rate)
@@ -266,7 +274,15 @@ def _record(pipeline: Pipeline, dataset, index, report, queries, scored: Scored,
         },
         llm_usage=usage,
         timings={**report.timings, **timings},
-        provenance=run_provenance(settings, dataset, extractor, pipeline.embedder, llm, pipeline.cache_dir),
+        provenance=run_provenance(
+            settings,
+            dataset,
+            extractor,
+            pipeline.embedder,
+            llm,
+            pipeline.cache_dir,
+            judge_llm=pipeline.judge_llm() if knobs.metric == "llm_judge" else None,
+        ),
     )
 
 

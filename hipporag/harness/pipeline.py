@@ -19,7 +19,7 @@ call's settings must keep the index's parts (the caller checks that), and its LL
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hipporag.cache.fs import set_cache_mode
@@ -31,6 +31,7 @@ from hipporag.index.build import build_index
 from hipporag.index.embed import EmbeddingCache, build_embedder
 from hipporag.index.openie import build_extractor
 from hipporag.llm.backends import build_llm
+from hipporag.llm.judge import Verdicts, judge
 from hipporag.llm.reader import read, reader_contexts
 from hipporag.retrieval.methods import METHODS, RetrievalContext
 from hipporag.retrieval.ranking_cache import Ranked, key_values, rank
@@ -39,13 +40,26 @@ from hipporag.retrieval.ranking_cache import Ranked, key_values, rank
 @dataclass
 class Answers:
     """What the reader gave for each question: the passages it was shown, its raw response, the answer parsed
-    from it, the request's error (None when it was answered), and the responses themselves (what each cost)."""
+    from it, the request's error (None when it was answered), and the responses themselves (what each cost).
+    With `reader.samples` > 1 this is the first sample (`seed`) and `more` holds the others; `verdicts` is the
+    judge's grade of each answer (`metric=llm_judge`)."""
 
     contexts: list[list[str]]
     raw: list[str]
     answers: list[str]
     errors: list[str | None]
     responses: list
+    seed: int | None = None
+    more: list[Answers] = field(default_factory=list)
+    verdicts: Verdicts | None = None
+
+    def samples(self) -> list[Answers]:
+        """Every sample, the first one first (one, without sampling)."""
+        return [self, *self.more]
+
+    def all_responses(self) -> list:
+        """The responses of every sample: what reading cost."""
+        return [r for s in self.samples() for r in s.responses]
 
 
 class Pipeline:
@@ -134,26 +148,53 @@ class Pipeline:
         """The reader (the prompt set's `reader` role, the `reader=` options) on each question's contexts (what
         its ranking shows: `contexts`); its requests counted under `reader/<method>`."""
         settings = settings or self.settings
-        raw, answers, errors, responses = read(
-            self.llm_for(settings),
-            queries,
-            contexts,
-            settings.prompts.reader,
-            settings.reader,
-            stage=f"reader/{method or settings.method.name}",
-        )
-        return Answers(contexts, raw, answers, errors, responses)
+        samples = settings.reader.samples
+        seeds = [None] if samples == 1 else [settings.reader.seed + i for i in range(samples)]
+        out = []
+        for seed in seeds:
+            raw, answers, errors, responses = read(
+                self.llm_for(settings),
+                queries,
+                contexts,
+                settings.prompts.reader,
+                settings.reader,
+                stage=f"reader/{method or settings.method.name}",
+                seed=seed,
+            )
+            out.append(Answers(contexts, raw, answers, errors, responses, seed=seed))
+        out[0].more = out[1:]
+        return out[0]
+
+    def judge_llm(self, settings: Settings | None = None):
+        """The LLM that grades answers under `metric=llm_judge`: `llm@judge_llm=...`'s, or the run's own."""
+        settings = settings or self.settings
+        if settings.judge_llm is None:
+            return self.llm_for(settings)
+        return self.llm_for(replace(settings, llm=settings.judge_llm))
+
+    def judge(self, queries: list, answers: Answers, method: str | None = None, settings=None) -> Answers:
+        """Every sample's answers graded by the judge (the prompt set's `judge` role), its requests counted under
+        `judge/<method>`; `answers` with their `verdicts` set."""
+        settings = settings or self.settings
+        for sample in answers.samples():
+            sample.verdicts = judge(
+                self.judge_llm(settings),
+                [q.question for q in queries],
+                [list(q.gold_answers) for q in queries],
+                sample.answers,
+                settings.prompts.judge,
+                settings.knobs.judge_max_new_tokens,
+                stage=f"judge/{method or settings.method.name}",
+            )
+        return answers
+
+    def llms(self) -> list:
+        """Every LLM this pipeline built (the run's, and the judge's when it is another): their usage is the run's."""
+        return list(self._llms.values())
 
     def score(self, index, queries: list, rankings: list, answers: Answers | None, method: str | None = None):
         """`eval.scoring.score_method` of a method's rankings (recall@k) and, when it read, its answers (EM/F1):
         (its summary, one record per question)."""
         return score_method(
-            method or self.settings.method.name,
-            queries,
-            index,
-            rankings,
-            answers.answers if answers else None,
-            answers.raw if answers else None,
-            self.settings.knobs.retrieval_top_k,
-            answers.errors if answers else None,
+            method or self.settings.method.name, queries, index, rankings, answers, self.settings.knobs.retrieval_top_k
         )

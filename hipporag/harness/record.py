@@ -112,6 +112,7 @@ class Chains:
 
 
 COUNTS = ("fallbacks", "ties_at_linking_cut", "filter_errors", "reader_errors")
+JUDGE_COUNTS = ("judge_errors", "judge_unusable")
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,13 @@ class MethodRecord:
     filter_errors: int | None = None
     reader_errors: int | None = None
     recall_undefined: str | None = None  # why a method ranks no passages (recall is then null, never made up)
+    # metric=llm_judge: the judge's mean grade, its failed requests and unusable verdicts, its agreement with EM
+    # and F1 (eval.metrics.judge_agreement); None without a judge
+    judge: float | None = None
+    judge_errors: int | None = None
+    judge_unusable: int | None = None
+    judge_agreement: dict | None = None
+    samples: dict | None = None  # reader.samples > 1: each sample's EM / F1, their std (eval.scoring.sample_spread)
     chains: Chains | None = None  # metrics.json `ircot`
     retrieve_s: float | None = None
     read_s: float | None = None
@@ -139,21 +147,23 @@ class MethodRecord:
         k = RECALL_KEY.match(metric)
         if k:
             return self.recall.get(int(k.group(1)))
-        if metric in ("em", "f1", "n_queries"):
+        if metric in ("em", "f1", "judge", "n_queries"):
             return getattr(self, metric)
         raise KeyError(metric)
 
     def numbers(self) -> dict[str, float]:
         """Every number of the method by its name (recall@k, em, f1, counts, seconds); None left out."""
         out = {f"recall@{k}": v for k, v in self.recall.items()}
-        out.update(em=self.em, f1=self.f1, n_queries=self.n_queries)
-        out.update({c: getattr(self, c) for c in COUNTS})
+        out.update(em=self.em, f1=self.f1, judge=self.judge, n_queries=self.n_queries)
+        out.update({c: getattr(self, c) for c in (*COUNTS, *JUDGE_COUNTS)})
+        if self.samples:
+            out.update({f"{m}_sample_std": self.samples.get(f"{m}_std") for m in ("em", "f1", "judge")})
         out.update(retrieve_s=self.retrieve_s, read_s=self.read_s)
         return {k: v for k, v in out.items() if is_number(v)}
 
     def error_counts(self) -> dict[str, int]:
-        """The failures that shaped the numbers: filter and reader errors (non-zero ones)."""
-        return {c: n for c in ("filter_errors", "reader_errors") if (n := getattr(self, c))}
+        """The failures that shaped the numbers: filter, reader and judge errors (non-zero ones)."""
+        return {c: n for c in ("filter_errors", "reader_errors", *JUDGE_COUNTS) if (n := getattr(self, c))}
 
     @classmethod
     def from_json(cls, doc: dict, where: str) -> MethodRecord:
@@ -163,6 +173,11 @@ class MethodRecord:
         return cls(
             recall=recall,
             **{k: doc.get(k) for k in ("em", "f1", "n_queries", *COUNTS, "recall_undefined", "retrieve_s", "read_s")},
+            **{k: doc.get(k) for k in ("judge", *JUDGE_COUNTS)},
+            judge_agreement=_obj(doc["judge_agreement"], f"{where}.judge_agreement")
+            if "judge_agreement" in doc
+            else None,
+            samples=_obj(doc["samples"], f"{where}.samples") if "samples" in doc else None,
             chains=Chains.from_json(ircot, f"{where}.ircot") if ircot else None,
             ci={k: tuple(b) for k, b in _obj(doc.get("ci"), f"{where}.ci").items()},
             vs_baseline={
@@ -174,7 +189,7 @@ class MethodRecord:
     def to_json(self) -> dict:
         out: dict = {f"recall@{k}": v for k, v in self.recall.items()}
         out.update(em=self.em, f1=self.f1)
-        for key in ("n_queries", *COUNTS, "recall_undefined"):
+        for key in ("n_queries", *COUNTS, "recall_undefined", "judge", *JUDGE_COUNTS, "judge_agreement", "samples"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.chains is not None:

@@ -35,8 +35,10 @@ from hipporag.prompts.loading import load_prompts
 from hipporag.prompts.prompt_set import PromptSet
 from hipporag.retrieval.methods import METHODS, method_options
 
-GROUPS = ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker", "questions")
-OPTIONAL_GROUPS = ("questions",)  # absent from configs saved before it existed (a rerun of an older run): all
+GROUPS = ("dataset", "method", "extractor", "embedder", "llm", "reader", "tracker", "questions", "judge_llm")
+# questions: absent from configs saved before it existed (a rerun of an older run): all; judge_llm: chosen only
+# with `llm@judge_llm=<conf/llm option>` (metric=llm_judge's judge, when not the run's llm)
+OPTIONAL_GROUPS = ("questions", "judge_llm")
 
 # the registry of each config group that picks a part (the reader is one fixed part)
 REGISTRIES: dict[str, Registry] = {
@@ -62,6 +64,7 @@ class Settings:
     tracker: Configured
     questions: QuestionOptions
     prompts: PromptSet
+    judge_llm: Configured | None = None  # metric=llm_judge's LLM when it is not the run's (`llm@judge_llm=...`)
 
     def methods_to_run(self) -> list[Configured]:
         """The method, then the baseline scored on the same queries."""
@@ -95,13 +98,43 @@ def load_settings(cfg: Mapping) -> Settings:
         reader=ReaderOptions.from_config(cfg["reader"]),
         questions=QuestionOptions.from_config(cfg.get("questions")),
         prompts=prompts,
+        judge_llm=LLM_BACKENDS.configure(cfg["judge_llm"], "judge_llm") if cfg.get("judge_llm") is not None else None,
         **parts,
     )
+    _check_judge(settings)
+    _check_sampling(settings)
     for method in settings.methods_to_run():  # a compared system's library: installed, its pinned version
         check = METHODS[method.name].check
         if check is not None:
             check(method.options)
     return settings
+
+
+def _check_sampling(settings: Settings) -> None:
+    """reader.samples > 1 measures the reader's sampling variance: greedy decoding would give N equal answers."""
+    samples = settings.reader.samples
+    if samples > 1 and not settings.llm.options.temperature > 0:
+        raise SettingError(
+            f"reader.samples={samples} at llm.temperature={settings.llm.options.temperature}: greedy decoding gives "
+            f"{samples} equal answers; set llm.temperature above 0 (e.g. 0.7) to measure the sampling variance"
+        )
+    if samples > 1 and not settings.knobs.read:
+        raise SettingError(f"reader.samples={samples} samples the reader's answers: it needs read=true")
+
+
+def _check_judge(settings: Settings) -> None:
+    """metric=llm_judge grades answers: it needs the reader and the prompt set's judge role, refused now."""
+    if settings.knobs.metric != "llm_judge":
+        if settings.judge_llm is not None:
+            raise SettingError("llm@judge_llm=... chooses the judge of metric=llm_judge: set metric=llm_judge too")
+        return
+    if not settings.knobs.read:
+        raise SettingError("metric=llm_judge grades the reader's answers: it needs read=true")
+    if settings.prompts.judge is None:
+        raise SettingError(
+            f"metric=llm_judge: the prompt set {settings.prompts.name!r} ({settings.prompts.origin}) has no judge "
+            "role; add one to the set's file (hipporag/prompts/sets/default.yaml has ours) or use prompts=default"
+        )
 
 
 def _check_prompt_roles(method: Configured, prompts: PromptSet) -> None:

@@ -42,6 +42,32 @@ def ircot_line(name: str, chains: Chains) -> str:
     )
 
 
+def judge_line(name: str, m) -> str:
+    """How the LLM judge agreed with EM and F1 on a method's answers, and what it could not grade."""
+    a = m.judge_agreement
+    num = lambda v, f: "-" if v is None else format(v, f)
+    failed = [f"{n} {what}" for n, what in ((m.judge_errors, "failed"), (m.judge_unusable, "unusable")) if n]
+    return (
+        f"{name} judge vs EM: agrees on {num(a.get('em_agreement'), '.1%')} of {a.get('n')} graded answers "
+        f"(kappa {num(a.get('em_kappa'), '.2f')}); vs F1 >= 0.5: {num(a.get('f1_agreement'), '.1%')}, "
+        f"Pearson r {num(a.get('f1_pearson'), '.2f')}" + (f"; verdicts {', '.join(failed)}" if failed else "")
+    )
+
+
+def samples_line(name: str, samples: dict) -> str:
+    """The reader's sampling variance of a method: the run-level std of EM / F1 over the samples, and the mean
+    spread of a question's F1."""
+    stds = ", ".join(
+        f"{metric.upper() if metric != 'judge' else 'judge'} {100 * samples[metric + '_std']:.2f}"
+        for metric in ("em", "f1", "judge")
+        if samples.get(metric + "_std") is not None
+    )
+    return (
+        f"{name} reader sampling: {samples.get('n')} samples (seeds {samples.get('seeds')}); std across samples "
+        f"{stds} points; a question's F1 spreads by {100 * (samples.get('question_f1_spread') or 0):.2f} on average"
+    )
+
+
 def subset_words(record: RunRecord) -> str:
     """ " (a subset: N of M questions, ...)" for a run that asked only some of its dataset's questions."""
     q = record.questions
@@ -57,7 +83,8 @@ def subset_words(record: RunRecord) -> str:
 
 def format_summary(record: RunRecord) -> str:
     """The table a user reads at the end of a run (percentages, like the papers)."""
-    cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1", "fallbacks", "retrieve s", "read s"]
+    judged = any(m.judge is not None for m in record.methods.values())
+    cols = [f"R@{k}" for k in SUMMARY_KS] + ["EM", "F1"] + ["judge"] * judged + ["fallbacks", "retrieve s", "read s"]
     pct = lambda v: "-" if v is None else f"{100 * v:.2f}"
     secs = lambda v: "-" if v is None else f"{v:.2f}"
     rows = []
@@ -65,7 +92,9 @@ def format_summary(record: RunRecord) -> str:
         rows.append(
             [name]
             + [pct(m.recall.get(k)) for k in SUMMARY_KS]
-            + [pct(m.em), pct(m.f1), str(m.fallbacks), secs(m.retrieve_s), secs(m.read_s)]
+            + [pct(m.em), pct(m.f1)]
+            + [pct(m.judge)] * judged
+            + [str(m.fallbacks), secs(m.retrieve_s), secs(m.read_s)]
         )
     widths = [max(len(x) for x in col) for col in zip(["method"] + cols, *rows)]
     line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
@@ -80,6 +109,10 @@ def format_summary(record: RunRecord) -> str:
             ]
             out.append(f"{name} vs {record.baseline} (paired bootstrap): " + ", ".join(parts))
     for name, m in record.methods.items():
+        if m.judge_agreement:
+            out.append(judge_line(name, m))
+        if m.samples:
+            out.append(samples_line(name, m.samples))
         if m.chains:
             out.append(ircot_line(name, m.chains))
         if m.recall_undefined:
@@ -120,6 +153,9 @@ def unusable_answers(usage: dict[str, StageUsage], openie, max_rate: float) -> d
     f = usage.get("filter")
     if f is not None and f.unusable:
         found["filter"] = (f.unusable, f.calls - f.errors, "filter answers")
+    for stage, u in usage.items():  # the judge's verdicts that were neither yes nor no (metric=llm_judge)
+        if stage.startswith("judge/") and u.unusable:
+            found[stage] = (u.unusable, u.calls - u.errors, "judge verdicts")
     if openie.unusable:
         found["openie"] = (openie.unusable, openie.passages, "passages' OpenIE answers")
     out = {}

@@ -344,15 +344,17 @@ def cost_keys(record: RunRecord) -> dict:
     return out
 
 
+# the per-query W&B table's columns (with every recall@k): judge and f1_spread where the run has them
+PER_QUERY_COLUMNS = (
+    *("method", "query_id", "question", "answer", "em", "f1", "judge", "f1_spread"),
+    *("fallback", "ircot_end", "ircot_retrievals"),
+)
+
+
 def per_query_tables(record: RunRecord, records: list[dict]) -> dict[str, pd.DataFrame]:
     """The per-query table (redacted) and each query beside its baseline, as frames W&B tables take."""
     frame = redacted_frame(records)
-    keep = [
-        c
-        for c in frame.columns
-        if c in ("method", "query_id", "question", "answer", "em", "f1", "fallback", "ircot_end", "ircot_retrievals")
-        or c.startswith("recall@")
-    ]
+    keep = [c for c in frame.columns if c in PER_QUERY_COLUMNS or c.startswith("recall@")]
     pairs = pair_records(frame, record.method, record.baseline)
     return {
         "per_query": frame[keep].astype({"question": str, "answer": str}),

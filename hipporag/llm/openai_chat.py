@@ -125,8 +125,10 @@ class OpenAIChatLLM:
         return [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
 
     # -- one request
-    def _call_once(self, messages, max_new_tokens: int, temperature: float, deadline: float) -> Generation:
+    def _call_once(self, messages, max_new_tokens: int, temperature: float, deadline: float, seed=None) -> Generation:
         payload = {"model": self.model, "messages": messages, "max_tokens": max_new_tokens, "temperature": temperature}
+        if seed is not None:  # one sample of several (reader.samples): OpenAI and vLLM servers take a seed
+            payload["seed"] = seed
         return chat_generation(self.http.request("POST", "/chat/completions", payload, deadline=deadline))
 
     def _next_attempt(self, exc: Exception, attempt: int, budget_end: float) -> tuple[float, str | None]:
@@ -150,7 +152,7 @@ class OpenAIChatLLM:
             )
         return wait, None
 
-    def generate_one(self, messages, max_new_tokens: int = 64, temperature: float = 0.0) -> Generation:
+    def generate_one(self, messages, max_new_tokens: int = 64, temperature: float = 0.0, seed=None) -> Generation:
         """One request, within the concurrency limit, retried while its failure is transient and the request's
         budget allows; a request that still fails comes back with `error` set (never raised). `seconds` is its
         wall time, retries included."""
@@ -162,7 +164,8 @@ class OpenAIChatLLM:
                 with self.slots:
                     now = time.monotonic()
                     budget_end = now + self.budget if budget_end is None else budget_end
-                    g = self._call_once(messages, max_new_tokens, temperature, min(now + self.timeout, budget_end))
+                    deadline = min(now + self.timeout, budget_end)
+                    g = self._call_once(messages, max_new_tokens, temperature, deadline, seed)
                 g.seconds = time.perf_counter() - t0
                 g.attempts = attempt + 1
                 return g
@@ -176,10 +179,15 @@ class OpenAIChatLLM:
                 time.sleep(wait)
 
     def generate(
-        self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0, desc: str = "LLM"
+        self,
+        conversations: list[list[dict]],
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        desc: str = "LLM",
+        seed: int | None = None,
     ) -> list[Generation]:
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, max(len(conversations), 1))) as pool:
-            futures = [pool.submit(self.generate_one, c, max_new_tokens, temperature) for c in conversations]
+            futures = [pool.submit(self.generate_one, c, max_new_tokens, temperature, seed) for c in conversations]
             return [f.result() for f in tqdm(futures, desc=desc, unit="request")]
 
 

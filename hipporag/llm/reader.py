@@ -24,10 +24,15 @@ class ReaderOptions:
     prompt set's `reader` role)."""
 
     max_new_tokens: int = option(integer(1))
+    # answers sampled per question (llm.temperature > 0 when more than one): EM / F1 are their mean, and the
+    # spread across the samples is recorded (eval.scoring.sample_spread); sample i is drawn with seed + i
+    samples: int = option(integer(1))
+    seed: int = option(integer(0))
 
     @classmethod
     def from_config(cls, group: Mapping) -> ReaderOptions:
-        return parse_options(cls, group, "reader", "the reader")
+        before_sampling = {"samples": 1, "seed": 0}  # a config saved before they existed (a rerun): one answer
+        return parse_options(cls, {**before_sampling, **dict(group)}, "reader", "the reader")
 
 
 def read(
@@ -37,12 +42,14 @@ def read(
     prompt: ReaderPrompt,
     reader: ReaderOptions,
     stage: str = "reader",
+    seed: int | None = None,
 ) -> tuple[list[str], list[str], list[str | None], list[Generation]]:
     """Return (raw responses, extracted answers, request errors, the responses themselves: what each cost) for
     each query; a failed request has the error set and an empty answer, which scores 0 and is counted, never
-    cached."""
+    cached. `seed`: one sample of several (part of each request and of its cache key); None: the one answer."""
     conversations = [prompt.messages(q.question, ctx) for q, ctx in zip(queries, contexts)]
-    responses = llm.generate(conversations, stage=stage, max_new_tokens=reader.max_new_tokens)
+    sampling = {} if seed is None else {"seed": seed}  # without it, the requests and keys of a plain run
+    responses = llm.generate(conversations, stage=stage, max_new_tokens=reader.max_new_tokens, **sampling)
     raw = [r.text for r in responses]
     return raw, [prompt.extract_answer(r) for r in raw], [r.error for r in responses], responses
 

@@ -163,8 +163,15 @@ class TransformersChatLLM:
         return copy.deepcopy(kv)  # generation appends to the cache it is given
 
     def generate(
-        self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0, desc: str = "LLM"
+        self,
+        conversations: list[list[dict]],
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        desc: str = "LLM",
+        seed: int | None = None,
     ) -> list[Generation]:
+        """Each conversation's answer. `seed` (one sample of several, at temperature > 0) seeds torch before
+        each batch: with batch_invariant, before each prompt, so a sample never depends on its batch-mates."""
         import torch
 
         tok, model = self._load()
@@ -183,6 +190,8 @@ class TransformersChatLLM:
                 if self.prefix_cache and step == 1:
                     prefix = self._prefix(tok, conversations[batch[0]], enc["input_ids"][0].tolist())
                 cache = {"cache": self._prefix_kv(model, prefix)} if prefix else {}  # generate skips what it holds
+                if seed is not None and temperature > 0:
+                    torch.manual_seed(seed)
                 with torch.no_grad():
                     gen = model.generate(
                         **enc, max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, **sampling, **cache

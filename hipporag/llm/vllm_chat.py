@@ -51,13 +51,17 @@ class VLLMChatLLM:
         return self._llm
 
     def generate(
-        self, conversations: list[list[dict]], max_new_tokens: int = 64, temperature: float = 0.0, desc: str = "LLM"
+        self,
+        conversations: list[list[dict]],
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        desc: str = "LLM",
+        seed: int | None = None,
     ) -> list[Generation]:
         from vllm import SamplingParams
 
-        outputs = self._load().chat(
-            conversations, SamplingParams(max_tokens=max_new_tokens, temperature=temperature), use_tqdm=True
-        )
+        params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, seed=seed)  # seed: one sample
+        outputs = self._load().chat(conversations, params, use_tqdm=True)
         return [
             Generation(
                 text=o.outputs[0].text.strip(),

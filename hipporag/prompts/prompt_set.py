@@ -17,6 +17,7 @@ is refused before any work):
 | `filter` | `question`; `facts` (JSON list of triples) or `fact_before_filter` (JSON `{"fact": [...]}`) | the DSPy filter |
 | `ircot` | `prompt_user` (the official assembly: each shown passage through the role's `passage` template, then `Question: <question>\nThought:` and the thoughts so far joined by spaces); optional role | `ircot_*` with `reason_step`'s `prompt_user` |
 | `proposition` | `content` (the passage's text), and optionally `title` (its first line); optional role | none in HippoRAG: the propositionizer of Dense X Retrieval (`method=proposition method.propositionizer=llm`) |
+| `judge` | `question`, `gold_answers` (the gold answers joined by a spaced vertical bar), `answer` (the reader's); optional role | none in HippoRAG: the LLM judge of `metric=llm_judge` (`llm.judge`): yes or no |
 
 The reader also says how an answer is read from a response (`answer`): `last` (ours: the text after the
 last "Answer:", stripped; no marker: the whole response, stripped) or `first` (official HippoRAG.qa:
@@ -61,6 +62,7 @@ ROLES: dict[str, RoleSpec] = {
     "filter": RoleSpec(required=("question",), one_of=("facts", "fact_before_filter")),
     "ircot": RoleSpec(required=("prompt_user",), optional_role=True),
     "proposition": RoleSpec(required=("content",), optional=("title",), optional_role=True),
+    "judge": RoleSpec(required=("question", "gold_answers", "answer"), optional_role=True),
 }
 SET_KEYS = {"name", "source", *ROLES}
 
@@ -167,6 +169,7 @@ class PromptSet:
     filter: Prompt
     ircot: IrcotPrompt | None = None
     proposition: Prompt | None = None
+    judge: Prompt | None = None
     source: dict = field(default_factory=dict)  # provenance of an imported set: repository, commit, digests
 
     def role_digests(self) -> dict[str, str]:

@@ -17,11 +17,12 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import pstdev
 
 from hipporag.cache.files import atomic_write_bytes
 from hipporag.core.errors import UserError
 from hipporag.eval import metrics as M
-from hipporag.eval.scoring import metric_means
+from hipporag.eval.scoring import judge_agreement_of, metric_means, sample_spread
 from hipporag.eval.uncertainty import add_uncertainty
 from hipporag.harness.record import METRICS_FILE, RECORDS_FILE, MethodRecord, RunRecord, read_record
 
@@ -87,6 +88,11 @@ def rescore_records(frame, normalization: str, answers: str) -> list[dict]:
     """Every per-query record with its scores computed again: recall@k from the recorded passage ids (what the
     run ranked, up to retrieval_top_k), EM / F1 from the answer under `normalization`."""
     normalize = M.NORMALIZATIONS[normalization]
+    if "sample_answers" in frame.columns and answers != "recorded":
+        raise RescoreError(
+            f"--answers {answers}: a run with reader.samples > 1 keeps only its first sample's raw response, so "
+            "the others' answers cannot be taken again; rescore it with --answers recorded"
+        )
     records = []
     for row in frame.to_dict("records"):
         gold, top = _texts(row["gold_passage_ids"]), _texts(row["top_passage_ids"])
@@ -98,8 +104,24 @@ def rescore_records(frame, normalization: str, answers: str) -> list[dict]:
         rec.update(M.recall_dict(gold, top) if scored else {f"recall@{k}": None for k in M.RECALL_KS})
         rec["em"] = M.exact_match(answer, golds, normalize) if answer is not None else None
         rec["f1"] = M.f1_score(answer, golds, normalize) if answer is not None else None
+        if _texts(row.get("sample_answers")):  # reader.samples > 1: each sample scored again, then their mean
+            each = _texts(row["sample_answers"])
+            rec["sample_em"] = [M.exact_match(a, golds, normalize) for a in each]
+            rec["sample_f1"] = [M.f1_score(a, golds, normalize) for a in each]
+            rec.update(em=M.mean(rec["sample_em"]), f1=M.mean(rec["sample_f1"]), f1_spread=pstdev(rec["sample_f1"]))
+        if "judge_grades" in row:
+            rec.update(_judge_columns(row, answers))
         records.append(rec)
     return records
+
+
+def _judge_columns(row: dict, answers: str) -> dict:
+    """The judge's grades as recorded, while they grade the answers scored; with the answers taken again from
+    the responses (`--answers first|last`) the judge graded other texts: its grades are dropped, never reused."""
+    if answers != "recorded":
+        return {"judge": None, "judge_grades": None}
+    grades = row["judge_grades"]
+    return {"judge_grades": None if grades is None else [None if g is None or g != g else float(g) for g in grades]}
 
 
 def rescore_record(record: RunRecord, records: list[dict]) -> RunRecord:
@@ -117,8 +139,23 @@ def rescore_record(record: RunRecord, records: list[dict]) -> RunRecord:
             f1=fresh.f1,
             ci=fresh.ci,
             vs_baseline=fresh.vs_baseline,
+            **_judged_and_sampled(old, [r for r in records if r["method"] == name]),
         )
     return dataclasses.replace(record, methods=methods)
+
+
+def _judged_and_sampled(old: MethodRecord, records: list[dict]) -> dict:
+    """A method's judge agreement (against the EM and F1 scored again) and sampling spread, computed again from
+    its records; the judge's figures dropped where its grades were (the answers changed)."""
+    out = {}
+    if old.judge is not None:
+        kept = all(r.get("judge_grades") is not None for r in records)
+        out = {"judge_agreement": judge_agreement_of(records) if kept else None}
+        if not kept:
+            out.update(judge=None, judge_errors=None, judge_unusable=None)
+    if old.samples:
+        out["samples"] = sample_spread(records, old.samples.get("seeds") or [])
+    return out
 
 
 def changes(before: RunRecord, after: RunRecord) -> list[Change]:
@@ -126,7 +163,7 @@ def changes(before: RunRecord, after: RunRecord) -> list[Change]:
     out = []
     for name, old in before.methods.items():
         new = after.methods[name]
-        for metric in [f"recall@{k}" for k in sorted(old.recall)] + ["em", "f1"]:
+        for metric in [f"recall@{k}" for k in sorted(old.recall)] + ["em", "f1", "judge"]:
             a, b = old.value(metric), new.value(metric)
             if (a is None) != (b is None) or (a is not None and abs(a - b) > 1e-12):
                 out.append(Change(name, metric, a, b))

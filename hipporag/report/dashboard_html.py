@@ -392,28 +392,47 @@ details.case summary{cursor:pointer} .score{color:#555;font-size:12px;margin-lef
 .why{font-size:12px;color:#444} h4.main{color:#1a7f37} h4.baseline{color:#b42318}
 """
 
-SCRIPT = """
+# a script error is written onto the page (body data-errors), where a headless browser's DOM dump shows it
+ERRORS_SCRIPT = """
 window.addEventListener('error', function (e) {
   document.body.dataset.errors = (document.body.dataset.errors || '') + e.message + ';';
 });
+"""
+
+# every sortable table of both pages (this one's runs table, report.leaderboard_html's leaderboard) sorts alike:
+# a cell's data-value as a number, else its text (numbers inside it in order: "job 2" before "job 10"); an empty
+# cell, or a number cell (class num) without a value, is last whichever way the column is sorted
+SORT_SCRIPT = """
+function sortKey(cell) {
+  var v = parseFloat(cell.dataset.value), t = cell.textContent.trim();
+  if (!isNaN(v)) return {num: v};
+  return (cell.classList.contains('num') || t === '') ? null : {text: t};
+}
+function compareKeys(a, b) {
+  if (a.num !== undefined && b.num !== undefined) return a.num - b.num;
+  if (a.num !== undefined || b.num !== undefined) return a.num !== undefined ? -1 : 1;
+  return a.text.localeCompare(b.text, undefined, {numeric: true});
+}
+function sortTable(table, col, asc) {
+  var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+  rows.sort(function (a, b) {
+    var x = sortKey(a.cells[col]), y = sortKey(b.cells[col]);
+    if (x === null || y === null) return (x === null) - (y === null);
+    return compareKeys(x, y) * (asc ? 1 : -1);
+  });
+  rows.forEach(function (r) { body.appendChild(r); });
+  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
+    if (i === col) { th.dataset.order = asc ? 'asc' : 'desc'; } else { delete th.dataset.order; }
+  });
+}
 document.querySelectorAll('table.sortable').forEach(function (table) {
-  table.querySelectorAll('th').forEach(function (th, col) {
-    th.addEventListener('click', function () {
-      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-      var asc = th.dataset.order !== 'asc';
-      rows.sort(function (a, b) {
-        var x = a.cells[col].dataset.value, y = b.cells[col].dataset.value;
-        var u = x === undefined ? a.cells[col].textContent : parseFloat(x);
-        var v = y === undefined ? b.cells[col].textContent : parseFloat(y);
-        return (u > v ? 1 : u < v ? -1 : 0) * (asc ? 1 : -1);
-      });
-      rows.forEach(function (r) { body.appendChild(r); });
-      th.dataset.order = asc ? 'asc' : 'desc';
-    });
+  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, col) {
+    th.addEventListener('click', function () { sortTable(table, col, th.dataset.order !== 'asc'); });
   });
 });
-document.body.dataset.rendered = 'ok';
 """
+
+SCRIPT = ERRORS_SCRIPT + SORT_SCRIPT + "document.body.dataset.rendered = 'ok';\n"
 
 
 def _overview(c: Comparison) -> str:

@@ -24,10 +24,10 @@ from hipporag.eval.metrics import RECALL_KS
 from hipporag.harness.provenance import recorded_code
 from hipporag.harness.sweep_folders import read_sweep
 from hipporag.report.figures import finite
-from hipporag.report.sweep_report import COST_COLUMNS, cost_columns, metric_columns
+from hipporag.report.sweep_report import COST_COLUMNS, answer_columns, cost_columns, metric_columns
 
 TABLE = "leaderboard"
-METRICS = [f"recall@{k}" for k in RECALL_KS] + ["em", "f1"]
+METRICS = [f"recall@{k}" for k in RECALL_KS] + ["em", "f1", "judge"]
 PARTS = {  # the part each config group picked, by the name a reader knows it by
     "dataset": "name",
     "method": "name",
@@ -49,9 +49,15 @@ COLUMNS = {
     "subset": "true when the run asked only some of the questions (questions.limit / questions.ids)",
     "part.<group>": "the part the config group picked (dataset and method by name, embedder and llm by model)",
     "knob.<name>": "every top-level knob of conf/config.yaml as the job ran it",
-    "<metric>": "recall@k (k = " + ", ".join(map(str, RECALL_KS)) + "), em, f1: means over the questions, 0..1",
+    "<metric>": "recall@k (k = "
+    + ", ".join(map(str, RECALL_KS))
+    + "), em, f1, judge (the LLM judge's grade, metric=llm_judge; empty without one): means over the questions, 0..1",
     "<metric>_lo, <metric>_hi": "the 95 % percentile bootstrap interval of the mean (1000 resamples, seed 0)",
     "<metric>_delta, <metric>_p": "the method minus its baseline on the same questions, and the paired bootstrap p-value",
+    "judge_em_agreement, judge_em_kappa, judge_f1_pearson": "the LLM judge against EM (share agreeing, Cohen's "
+    "kappa) and F1 (Pearson r) over the answers it graded; empty without a judge",
+    "em_sample_std, f1_sample_std, question_f1_spread": "reader.samples > 1: the run-level EM / F1's standard "
+    "deviation over the samples, and a question's F1 spread across its samples on average; empty with one answer",
     "cost_<figure>": "the cost ledger's headline figures as made: " + ", ".join(COST_COLUMNS),
     "code_commit": "the git commit of the harness that ran the job",
     "code_dirty": "true when the checkout had uncommitted changes",
@@ -109,6 +115,7 @@ def rows_of(sweep_dir: Path) -> tuple[list[dict], list[str]]:
                 "n_queries": m.n_queries if m.n_queries is not None else record.n_queries,
             }
             row.update({k: finite(v) for k, v in metric_columns(m, METRICS).items()})
+            row.update(answer_columns(m))
             row.update(cost_columns(record, method))
             rows.append({k: redact(v) if isinstance(v, str) else v for k, v in row.items()})
     return rows, sweep.left_out

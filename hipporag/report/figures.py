@@ -15,7 +15,7 @@ from hipporag.core.rules import is_number
 
 __all__ = ["METRIC_LABELS", "finite", "is_number", "pct"]
 
-METRIC_LABELS = {"recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "em": "EM", "f1": "F1"}
+METRIC_LABELS = {"recall@2": "R@2", "recall@5": "R@5", "recall@10": "R@10", "em": "EM", "f1": "F1", "judge": "judge"}
 
 
 def pct(value, missing: str = "-") -> str:

@@ -29,7 +29,17 @@ from hipporag.report.markdown import md_cell, md_row, md_text
 
 log = logging.getLogger(__name__)
 
-HEADLINE = ("recall@2", "recall@5", "recall@10", "em", "f1")
+HEADLINE = ("recall@2", "recall@5", "recall@10", "em", "f1", "judge")
+# how far the answer metrics can be trusted (metric=llm_judge, reader.samples > 1): columns of report.csv and the
+# export, a table of report.md, where any job has them
+ANSWER_COLUMNS = {
+    "judge_em_agreement": ("judge = EM", "{:.1%}"),
+    "judge_em_kappa": ("judge vs EM kappa", "{:.2f}"),
+    "judge_f1_pearson": ("judge vs F1 r", "{:.2f}"),
+    "em_sample_std": ("EM std over samples", "{:.2%}"),
+    "f1_sample_std": ("F1 std over samples", "{:.2%}"),
+    "question_f1_spread": ("question F1 spread", "{:.2%}"),
+}
 # the cost ledger's headline figures (`harness.ledger.headline`), as made: columns of report.csv, a table of report.md
 COST_COLUMNS = {
     "index_tokens": ("index LLM tokens", "{:,.0f}"),
@@ -62,6 +72,38 @@ def metric_columns(m: MethodRecord, metrics) -> dict:
     return row
 
 
+def answer_columns(m: MethodRecord) -> dict:
+    """The judge's agreement with EM and F1 and the reader's sampling spread (`ANSWER_COLUMNS`), None where the
+    run has none."""
+    agreement, samples = m.judge_agreement or {}, m.samples or {}
+    return {
+        "judge_em_agreement": finite(agreement.get("em_agreement")),
+        "judge_em_kappa": finite(agreement.get("em_kappa")),
+        "judge_f1_pearson": finite(agreement.get("f1_pearson")),
+        "em_sample_std": finite(samples.get("em_std")),
+        "f1_sample_std": finite(samples.get("f1_std")),
+        "question_f1_spread": finite(samples.get("question_f1_spread")),
+    }
+
+
+def answer_markdown(frame: pd.DataFrame, swept: list[str]) -> str:
+    """The judge's agreement and the sampling spread per job and method, when any job has them."""
+    shown = [k for k in ANSWER_COLUMNS if k in frame and frame[k].notna().any()]
+    if not shown:
+        return ""
+    header = ["job", "method", *swept] + [ANSWER_COLUMNS[k][0] for k in shown]
+    lines = [md_row(md_cell(h) for h in header), "|" + "---|" * len(header)]
+    for _, r in frame.iterrows():
+        cells = [md_cell("baseline" if r.is_baseline else r.job), md_cell(r.method), *[md_cell(r[k]) for k in swept]]
+        cells += ["-" if pd.isna(r[k]) else ANSWER_COLUMNS[k][1].format(r[k]) for k in shown]
+        lines.append(md_row(cells))
+    return (
+        "\n\n## Answer metrics\n\nThe LLM judge (metric=llm_judge) against EM and F1 on the answers it graded, and "
+        "the reader's sampling spread (reader.samples): the standard deviation of the run-level score over the "
+        "samples, and a question's F1 spread across its samples, on average.\n\n" + "\n".join(lines)
+    )
+
+
 def cost_columns(record: RunRecord, method: str) -> dict:
     """The cost ledger's headline figures of `method`, as made (`cost_<figure>`; None where not recorded)."""
     ledger = record.ledger(method)
@@ -90,6 +132,7 @@ def collect(sweep_dir: Path) -> Collected:
             }
             row.update({k: redact(job.overrides.get(k)) for k in swept})  # a URL with its password
             row.update(metric_columns(m, HEADLINE))
+            row.update(answer_columns(m))
             row.update(cost_columns(record, method))
             rows.append(row)
     return Collected(pd.DataFrame(rows), swept, sweep.left_out)
@@ -229,6 +272,7 @@ def write_collected(
         + "".join(n + "\n\n" for n in notes)
         + f"swept: {md_text(', '.join(swept)) or '(nothing)'}\n\n"
         + to_markdown(frame, swept)
+        + answer_markdown(frame, swept)
         + cost_markdown(frame, swept)
         + continual_markdown(steps)
     )
