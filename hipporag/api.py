@@ -29,14 +29,18 @@ silent empty answer.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from hipporag.harness.record import RECORDS_FILE, MethodRecord, RunRecord, read_record
+from hipporag.harness.record import MethodRecord, RunRecord, read_per_query, read_record
+
+log = logging.getLogger(__name__)
 
 MethodScores = MethodRecord  # one method's scores: recall@k by k, EM, F1, counts, seconds, CIs, the paired test
 
@@ -89,17 +93,24 @@ class Result:
     @property
     def records(self) -> pd.DataFrame:
         """One row per method x question (per_query.parquet): gold, retrieved passages and scores, answer,
-        EM, F1, recall@k, the method's diagnostics."""
-        return pd.read_parquet(self.run_dir / RECORDS_FILE)
+        EM, F1, recall@k, the method's diagnostics. A missing, damaged or partial file is one `UserError` line."""
+        return read_per_query(self.run_dir)
+
+
+# Hydra keeps global state (its initialised config search path, the running job's HydraConfig): calls from
+# several threads take turns, each whole, instead of meeting Hydra's "GlobalHydra is already initialized"
+_HYDRA = threading.RLock()
 
 
 def run(*overrides: str, run_dir: Path | str | None = None) -> Result:
     """`python run.py OVERRIDES...` in this process; its record read back. `run_dir`: where its files go
-    (default: conf/config.yaml's `hydra.run.dir`, as the command line)."""
-    cfg = _compose(list(overrides))
-    folder = Path(run_dir) if run_dir is not None else Path(cfg.hydra.run.dir)
-    _run_one(cfg, _checked(cfg), folder, sweep_group=None)
-    return Result.read(folder)
+    (default: conf/config.yaml's `hydra.run.dir`, as the command line). Runs started from several threads
+    run one after the other."""
+    with _HYDRA:
+        cfg = _compose(list(overrides))
+        folder = Path(run_dir) if run_dir is not None else Path(cfg.hydra.run.dir)
+        _run_one(cfg, _checked(cfg), folder, sweep_group=None)
+        return Result.read(folder)
 
 
 def sweep(*overrides: str, sweep_dir: Path | str | None = None) -> list[Result]:
@@ -107,6 +118,11 @@ def sweep(*overrides: str, sweep_dir: Path | str | None = None) -> list[Result]:
     `hydra.sweeper.params`, as Hydra's basic sweeper expands them) checked before the first runs, then run one
     after the other into `<sweep_dir>/<job>/`; the report and the dashboard written at the end. A degraded job
     does not stop the sweep (its Result says so); a user error does, as on the command line."""
+    with _HYDRA:
+        return _sweep(overrides, sweep_dir)
+
+
+def _sweep(overrides, sweep_dir) -> list[Result]:
     from omegaconf import OmegaConf
 
     from hipporag.entry import write_partial_sweep_report
@@ -162,7 +178,8 @@ def _compose(overrides: list[str], hydra_sweep_dir: Path | None = None, job_num:
     if hydra_sweep_dir is not None:
         extra = [f"hydra.sweep.dir={hydra_sweep_dir}", f"hydra.job.num={job_num}", "hydra.mode=MULTIRUN"]
     try:
-        return compose(*overrides, *extra, hydra=True)
+        with _HYDRA:
+            return compose(*overrides, *extra, hydra=True)
     except (OverrideParseException, MissingConfigException, ConfigCompositionException) as e:
         raise SettingError(hydra_words(e), hint="hipporag.run's overrides are python run.py's") from None
 
@@ -247,12 +264,16 @@ class Corpus:
     """A user's passages indexed as `python run.py` indexes a dataset's: `Corpus(passages, *overrides)`, each
     passage "Title\ntext" (as a dataset's are joined), with the extractor, embedder and index knobs the
     overrides choose (conf/'s defaults otherwise). A corpus that is empty or not text is one `DatasetError`
-    line. (Not `hipporag.index(...)`: `hipporag.index` is the subpackage that builds indexes.)"""
+    line; a passage given twice is indexed once, as `python run.py` does (`duplicates` counts them). (Not `hipporag.index(...)`: `hipporag.index` is the subpackage that builds indexes.)"""
 
     def __init__(self, passages: Sequence[str], *overrides: str):
         from hipporag.harness.pipeline import Pipeline
 
-        passages = _texts(passages, "passages")
+        given = _texts(passages, "passages")
+        passages = list(dict.fromkeys(given))  # as a dataset's corpus: a passage given twice is indexed once
+        self.duplicates = len(given) - len(passages)
+        if self.duplicates:
+            log.warning("Corpus: %d of %d passages repeat an earlier one: indexed once", self.duplicates, len(given))
         self.overrides = tuple(overrides)
         self.settings = _settings(self.overrides)
         self.pipeline = Pipeline(self.settings)
@@ -369,7 +390,11 @@ def _queries(questions: Sequence[str]) -> list:
 def _texts(items: Sequence[str], what: str, allow_empty: bool = False) -> list[str]:
     from hipporag.core.errors import DatasetError
 
-    items = [items] if isinstance(items, str) else list(items)
+    if isinstance(items, str):
+        items = [items]
+    elif isinstance(items, (bytes, Mapping)) or not isinstance(items, Iterable):  # Corpus(None), a dict, bytes
+        raise DatasetError(f"{what}: expected a list of texts, got {type(items).__name__}")
+    items = list(items)
     if not items and not allow_empty:
         raise DatasetError(f"no {what} given")
     for i, item in enumerate(items):

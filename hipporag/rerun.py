@@ -11,6 +11,7 @@ own URL and api_key_env are refused then (one line, exit 2). Ctrl-C, SIGTERM or 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -18,10 +19,22 @@ from pathlib import Path
 from hipporag.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USER_ERROR, UserError
 
 
+def tolerance(text: str) -> float:
+    """--tolerance: a finite difference of 0 or more (nan would call every pair different, inf every pair the
+    same, a negative one nothing identical): argparse's one line otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number of 0 or more (e.g. 1e-9)")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir", type=Path)
-    ap.add_argument("--tolerance", type=float, default=1e-9, help="absolute difference still called the same")
+    ap.add_argument("--tolerance", type=tolerance, default=1e-9, help="absolute difference still called the same")
     ap.add_argument("--out", type=Path, default=None, help="where the rerun goes (default: a temporary folder)")
     ap.add_argument("overrides", nargs="*", help="after --: overrides for the rerun")
     args = ap.parse_intermixed_args(argv)  # overrides may follow --out (RUN_DIR --out X -- a=b)

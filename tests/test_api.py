@@ -178,3 +178,81 @@ def test_a_sweep_expands_its_jobs_as_the_command_line_does():
         assert expand_sweep(overrides) == expected, overrides
     with pytest.raises(SettingError, match=r"damping=interval\(0,1\): .* not an interval"):
         expand_sweep(["damping=interval(0,1)"])
+
+
+@pytest.mark.parametrize("given", [None, {"Alder": "a town"}, b"Alder\nAlder is a town.", 42])
+def test_a_corpus_that_is_not_a_list_of_texts_is_one_line(given):
+    with pytest.raises(DatasetError, match="passages: expected a list of texts") as e:
+        hipporag.Corpus(given)
+    assert "\n" not in e.value.one_line()
+
+
+def test_a_corpus_indexes_a_repeated_passage_once_and_never_scores_nan(tmp_path):
+    """As `python run.py` does with a dataset's corpus; a corpus whose passages are all alike (or just one) ranks
+    with finite scores (the min-max of a constant row is 0, not NaN)."""
+    import math
+
+    cache = f"cache_dir={tmp_path / 'cache'}"
+    alder = "Alder\nAlder is a town on the river Brindle."
+    twice = hipporag.Corpus([alder, alder], cache)
+    assert twice.passages == [alder] and twice.duplicates == 1
+    for corpus in (twice, hipporag.Corpus([alder, "Caskey\nCaskey is a mill town."], cache)):
+        for method in ("hipporag2", "dense", "bm25"):
+            [got] = corpus.retrieve(["Which river runs through Alder?"], f"method={method}")
+            assert got.passages[0] == alder and all(math.isfinite(s) for s in got.scores), (method, got.scores)
+
+
+def test_runs_from_two_threads_take_turns_and_both_finish(tmp_path):
+    import threading
+
+    cache = f"cache_dir={tmp_path / 'cache'}"
+    results, errors = {}, []
+
+    def run(name, damping):
+        try:
+            results[name] = hipporag.run(
+                "method=bm25", "baseline=null", *QUIET, cache, damping, run_dir=tmp_path / name
+            )
+        except Exception as e:  # noqa: BLE001 - the test reports what a thread raised
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=run, args=(f"t{i}", f"damping={d}")) for i, d in enumerate((0.3, 0.5))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert errors == [] and sorted(results) == ["t0", "t1"]
+    assert results["t0"].methods["bm25"].recall == results["t1"].methods["bm25"].recall  # bm25 ignores damping
+    assert [r.record.provenance["seeds"] is not None for r in results.values()] == [True, True]
+
+
+def test_result_read_refuses_a_damaged_folder_in_one_line(tmp_path):
+    import json
+    import shutil
+
+    run = hipporag.run(
+        "method=bm25", "baseline=null", *QUIET, f"cache_dir={tmp_path / 'cache'}", run_dir=tmp_path / "run"
+    )
+    cases = {}
+    for case in ("fifo", "status", "parquet", "columns"):
+        folder = tmp_path / case
+        shutil.copytree(run.run_dir, folder)
+        cases[case] = folder
+    (cases["fifo"] / "metrics.json").unlink()
+    os.mkfifo(cases["fifo"] / "metrics.json")  # a reader that opened it would wait for ever
+    doc = json.loads((cases["status"] / "metrics.json").read_text())
+    (cases["status"] / "metrics.json").write_text(json.dumps({**doc, "status": "excellent"}))
+    (cases["parquet"] / "per_query.parquet").write_bytes(b"PAR1 not really")
+    run.records.drop(columns=["response"]).to_parquet(cases["columns"] / "per_query.parquet")
+    from hipporag.core.errors import UserError
+
+    words = {
+        "fifo": "metrics.json: not a regular file",
+        "status": '`status` is "excellent", not one of ok, degraded',
+        "parquet": "per_query.parquet: not a readable parquet file",
+        "columns": "per_query.parquet: no column response",
+    }
+    for case, folder in cases.items():
+        with pytest.raises(UserError) as e:
+            _ = hipporag.Result.read(folder).records
+        assert words[case] in e.value.one_line() and "\n" not in e.value.one_line(), case

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from hipporag import cli
 
 PACKAGE = Path(cli.__file__).parent
@@ -49,3 +51,13 @@ def test_each_command_run_with_python_m_names_itself():
         module = module.removesuffix(".__main__")
         out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=True)
         assert out.stdout.startswith(f"usage: python -m {module} "), out.stdout[:80]
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf", "-inf", "1e-3x"])
+def test_rerun_refuses_a_tolerance_that_is_not_a_finite_number_of_zero_or_more(value, capsys, tmp_path):
+    from hipporag.rerun import main as rerun_main
+
+    with pytest.raises(SystemExit) as e:
+        rerun_main([str(tmp_path), f"--tolerance={value}"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --tolerance" in err and value in err and "Traceback" not in err

@@ -18,7 +18,7 @@ import pytest
 from hipporag.data.sources import load_dataset
 from hipporag.harness.pipeline import Pipeline
 from hipporag.retrieval.methods import METHODS, register_method
-from hipporag.retrieval.methods.base import Ranking, ranking_violations
+from hipporag.retrieval.methods.base import Ranking, min_max, ranking_violations
 from hipporag.retrieval.ranking_cache import key_values, unkeyed_reads
 
 # the settings each method is run under besides its YAML's: its LLM paths and linkings (a method not named
@@ -210,13 +210,16 @@ def test_a_method_is_never_served_a_ranking_of_a_knob_value_it_read_otherwise(de
 def test_each_way_of_breaking_the_contract_is_named():
     good = Ranking(order=np.array([2, 0, 1]), scores=np.array([0.9, 0.5, 0.5]), diagnostics={"fallback": False})
     assert ranking_violations([good], 3, 1) == []
-    undefined = Ranking(order=np.array([0]), scores=np.array([np.nan]), diagnostics={"fallback": False})
-    assert ranking_violations([undefined], 1, 1) == []  # the official min-max of a one-passage corpus
+    assert min_max(np.array([[0.3], [0.7]])).tolist() == [[0.0], [0.0]]  # a one-passage corpus: 0, not NaN
+    unscored = Ranking(np.array([0]), np.array([np.nan]), {"fallback": False, "scores": "none: the library's order"})
+    assert ranking_violations([unscored], 1, 1) == []  # a library that gives no scores, saying so
+    assert min_max(np.array([[0.2, 0.2, 0.2], [0.0, 1.0, 0.5]])).tolist() == [[0.0, 0.0, 0.0], [0.0, 1.0, 0.5]]
     broken = {
         "rankings for 2 queries": ([good], 3, 2),
         "exactly once": ([Ranking(np.array([2, 2, 1]), good.scores, {"fallback": False})], 3, 1),
         "2 scores for 3 ranked passages": ([Ranking(good.order, np.array([1.0, 0.5]), {"fallback": False})], 3, 1),
         "not a finite number": ([Ranking(good.order, np.array([1.0, np.inf, 0]), {"fallback": False})], 3, 1),
+        "a score is not": ([Ranking(np.array([0]), np.array([np.nan]), {"fallback": False})], 1, 1),
         "rise along the order": ([Ranking(good.order, np.array([0.1, 0.5, 0.2]), {"fallback": False})], 3, 1),
         "diagnostics without fallback": ([Ranking(good.order, good.scores, {})], 3, 1),
         "contexts that are not texts": ([Ranking(good.order, good.scores, {"fallback": False}, [1])], 3, 1),

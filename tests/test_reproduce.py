@@ -99,6 +99,17 @@ def test_ours_beside_the_paper_with_deltas(v1_sweep, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("target", ["/proc/version", "{tmp}", "{tmp}/no/such/folder/RESULTS.md", "{tmp}/binary.md"])
+def test_a_write_target_that_cannot_take_the_table_is_one_line_after_the_table(v1_sweep, tmp_path, target, capsys):
+    (tmp_path / "binary.md").write_bytes(b"\xff\xfe\x00 not text")
+    rc = reproduce_main([str(v1_sweep), "--paper-dataset", "musique", "--write", target.format(tmp=tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "| ours" in out  # the table is printed before the write fails
+    assert err.count("\n") == 1 and err.startswith("error: --write ") and "Traceback" not in err
+    assert (tmp_path / "binary.md").read_bytes() == b"\xff\xfe\x00 not text"  # a file it cannot read is left as it was
+
+
+@pytest.mark.slow
 def test_a_dataset_without_paper_counterpart_is_said_so(v1_sweep):
     proc = run_cli("-m", "hipporag.reproduce", str(v1_sweep))
     assert all(r["paper row"] == "—" for r in table_rows(proc.stdout).values())

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import stat
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
@@ -30,7 +31,8 @@ METRICS_FILE = "metrics.json"
 RECORDS_FILE = "per_query.parquet"  # the per-query records beside it (one row per method x question)
 SCHEMA_VERSION = 1
 # the keys of a method's metrics a report shows as numbers (besides every number under `ci` / `vs_baseline`)
-METRIC_KEY = re.compile(r"^(recall@\d+|em|f1|n_queries)$")
+METRIC_KEY = re.compile(r"^(recall@\d+|em|f1|judge|n_queries)$")
+STATUSES = ("ok", "degraded")
 RECALL_KEY = re.compile(r"^recall@(\d+)$")
 
 
@@ -463,6 +465,8 @@ def _typed_parts(doc: dict) -> dict:
 def _plain_parts(doc: dict) -> dict:
     """The record's plain values; those an older record lacks keep their defaults."""
     plain = {k: doc[k] for k in ("baseline", "status", "schema_version", "dataset", "n_queries") if k in doc}
+    if plain.get("status", "ok") not in STATUSES:  # a reader acts on it: a degraded run is never shown as ok
+        raise _Damaged(f"`status` is {_shown(plain['status'])}, not one of {', '.join(STATUSES)}")
     plain.update({k: doc[k] for k in ("max_llm_error_rate", "max_unusable_rate", "adjusted") if doc.get(k)})
     return plain
 
@@ -534,6 +538,8 @@ def read_record(run_dir: Path) -> RunRecord:
     and the key."""
     path = Path(run_dir) / METRICS_FILE
     try:
+        if path.exists() and not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read for ever
+            raise DamagedRecordError(f"{path}: not a regular file")
         doc = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as e:  # a link that loops or points nowhere, a folder named metrics.json, no permission
         raise DamagedRecordError(f"{path}: cannot be read ({e.strerror or e})") from None
@@ -550,6 +556,32 @@ def read_record(run_dir: Path) -> RunRecord:
         raise DamagedRecordError(f"{path}: {e}") from None
     except RecursionError:
         raise DamagedRecordError(f"{path}: nested too deep to be a record of the harness") from None
+
+
+# the per-query columns every reader of per_query.parquet needs (the API's `Result.records`, `hipporag rescore`)
+PER_QUERY_COLUMNS = ("method", "query_id", "gold_answers", "gold_passage_ids", "top_passage_ids", "answer", "response")
+
+
+def read_per_query(run_dir: Path, needed=PER_QUERY_COLUMNS):
+    """A run folder's per_query.parquet as a frame, with the `needed` columns; a missing, damaged or partial file
+    is a `DamagedRecordError` naming it."""
+    import pandas as pd
+
+    path = Path(run_dir) / RECORDS_FILE
+    if not path.is_file():
+        raise DamagedRecordError(
+            f"{path}: missing, or not a regular file (a run folder keeps its per-query records there)"
+        )
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several kinds for a damaged file: each is one line here
+        raise DamagedRecordError(
+            f"{path}: not a readable parquet file ({type(e).__name__}: {' '.join(str(e).split())[:160]})"
+        ) from None
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise DamagedRecordError(f"{path}: no column {', '.join(missing)} (a per-query file of this harness has them)")
+    return frame
 
 
 def read_record_if_any(run_dir: Path) -> RunRecord | None:

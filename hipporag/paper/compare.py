@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from hipporag.core import safe_yaml
-from hipporag.core.errors import EXIT_USER_ERROR, SettingError, UserError
+from hipporag.core.errors import EXIT_USER_ERROR, SettingError, UserError, first_line
 from hipporag.core.paths import CONF_DIR, group_config
 from hipporag.harness.record import RunRecord, read_record
 from hipporag.harness.sweep_folders import job_overrides, read_sweep
@@ -597,6 +597,12 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.write:
         block = args.block or args.table or experiment_name(args.sweep_dir)
-        done = upsert_block(args.write, f"<!-- reproduce:{block}:start -->", f"<!-- reproduce:{block}:end -->", text)
+        try:
+            done = upsert_block(
+                args.write, f"<!-- reproduce:{block}:start -->", f"<!-- reproduce:{block}:end -->", text
+            )
+        except (OSError, UnicodeError, ValueError) as e:  # not a writable text file: the table above still stands
+            print(f"error: --write {args.write}: {type(e).__name__}: {first_line(e, 200)}", file=sys.stderr)
+            return EXIT_USER_ERROR
         print(f"\n({done} block `{block}` in {args.write})", file=sys.stderr)
     return EXIT_USER_ERROR if left_out else 0  # a damaged job left out: never silent

@@ -24,11 +24,20 @@ from hipporag.core.errors import UserError
 from hipporag.eval import metrics as M
 from hipporag.eval.scoring import judge_agreement_of, metric_means, sample_spread
 from hipporag.eval.uncertainty import add_uncertainty
-from hipporag.harness.record import METRICS_FILE, RECORDS_FILE, MethodRecord, RunRecord, read_record
+from hipporag.harness.record import (
+    METRICS_FILE,
+    PER_QUERY_COLUMNS,
+    RECORDS_FILE,
+    DamagedRecordError,
+    MethodRecord,
+    RunRecord,
+    read_per_query,
+    read_record,
+)
 
 RESCORED_METRICS = "metrics.rescored.json"
 RESCORED_RECORDS = "per_query.rescored.parquet"
-NEEDED_COLUMNS = ("method", "query_id", "gold_answers", "gold_passage_ids", "top_passage_ids", "answer", "response")
+NEEDED_COLUMNS = PER_QUERY_COLUMNS
 ANSWER_RULES = ("recorded", "first", "last")  # the answer as the run took it, or taken again from the response
 
 
@@ -48,21 +57,10 @@ class Change:
 
 def read_records(run_dir: Path):
     """per_query.parquet as a frame, with every column a score needs (a damaged or partial file: one line)."""
-    import pandas as pd
-
-    path = Path(run_dir) / RECORDS_FILE
-    if not path.is_file():
-        raise RescoreError(f"{path}: missing (a run folder keeps its per-query records there)")
     try:
-        frame = pd.read_parquet(path)
-    except Exception as e:  # pyarrow raises several kinds for a damaged file: each is one line here
-        raise RescoreError(
-            f"{path}: not a readable parquet file ({type(e).__name__}: {' '.join(str(e).split())[:160]})"
-        ) from None
-    missing = [c for c in NEEDED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise RescoreError(f"{path}: no column {', '.join(missing)} (a per-query file of this harness has them)")
-    return frame
+        return read_per_query(run_dir, NEEDED_COLUMNS)
+    except DamagedRecordError as e:
+        raise RescoreError(str(e)) from None
 
 
 def _texts(value) -> list[str]:
