@@ -11,6 +11,7 @@ import json
 import numpy as np
 import pytest
 
+from hipporag.cache.keys import folder_digest
 from hipporag.core.errors import MissingDependencyError, SettingError
 from hipporag.data.sources import demo_data_dir
 from hipporag.retrieval import colbert
@@ -40,6 +41,29 @@ def questions():
 @pytest.fixture(scope="module")
 def encoder(tiny_colbert):
     return ColBERTv2(str(tiny_colbert))
+
+
+def test_a_checkpoints_identity_covers_its_tokenizer_and_configs_not_only_its_weights(encoder, tiny_colbert, tmp_path):
+    """A tokenizer file edited, removed or added under the same folder name is another identity (so another cache
+    key for every vector and ranking made with it); the same files copied elsewhere keep theirs."""
+    import shutil
+
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(tiny_colbert, copy)
+    (copy / ".cache").mkdir()
+    (copy / ".cache" / "download.lock").write_text("a hub download's own bookkeeping")
+    same = ColBERTv2(str(copy)).identity
+    assert same["files"] == encoder.identity["files"] is not None
+    identities = {same["files"]}
+    tokenizer = next(p for p in ("tokenizer.json", "vocab.txt") if (copy / p).exists())
+    text = (copy / tokenizer).read_text()
+    (copy / tokenizer).write_text(text.replace("the", "teh", 1))
+    identities.add(folder_digest(copy))
+    (copy / "tokenizer_config.json").unlink()
+    identities.add(folder_digest(copy))
+    (copy / "added_tokens.json").write_text("{}")
+    identities.add(folder_digest(copy))
+    assert len(identities) == 4
 
 
 def brute_force(queries: np.ndarray, texts: TokenVectors) -> np.ndarray:
@@ -109,7 +133,7 @@ def test_token_vectors_are_cached_by_encoder_and_texts(encoder, corpus, tmp_path
     from tiny_colbert import build_tiny_colbert
 
     retrained = build_tiny_colbert(tmp_path / "retrained", seed=1)
-    assert ColBERTv2(str(retrained)).identity["weights"] != encoder.identity["weights"] is not None
+    assert ColBERTv2(str(retrained)).identity["files"] != encoder.identity["files"] is not None
     # a damaged file is found on reading and the vectors encoded again
     (folder / "vectors.npy").write_bytes(b"not an array")
     healed, loaded, _, _, _ = load_or_encode(encoder, corpus, "passages", tmp_path)
@@ -229,6 +253,27 @@ def test_method_colbertv2_with_plaid_gives_partial_rankings_in_plaids_order(wide
     )
     assert [r.order.tolist() for r in rankings] == [pids.tolist() for pids, _ in expected]
     assert method.index_cost.what == "colbertv2 passage PLAID index" and method.index_cost.built == "now"
+
+
+def test_plaid_rankings_are_cached_under_the_top_k_they_were_searched_for(wide_colbert, settings, demo_index):
+    """Through the run's ranking cache: the same search is loaded, another retrieval_top_k is another key."""
+    from hipporag.harness.pipeline import Pipeline
+
+    index, dataset, embedder, cache = demo_index
+    served = []
+    for top_k in (8, 8, 6):
+        s = settings(
+            "method=colbertv2",
+            "method.search=plaid",
+            f"colbert_model={wide_colbert}",
+            f"retrieval_top_k={top_k}",
+            f"cache_dir={cache}",
+        )
+        served.append(Pipeline(s, embedder=embedder).rank(index, dataset.queries))
+    assert served[0].cache in ("stored", "loaded") and served[1].cache == "loaded"
+    assert served[1].key == served[0].key and served[2].cache == "stored" and "retrieval_top_k" in served[2].reads
+    assert served[2].key != served[0].key and all(len(r.order) <= 6 for r in served[2].rankings)
+    assert [r.order.tolist() for r in served[1].rankings] == [r.order.tolist() for r in served[0].rankings]
 
 
 def test_plaid_refuses_a_codec_the_dimension_does_not_allow_and_a_missing_faiss(encoder, corpus, tmp_path, monkeypatch):

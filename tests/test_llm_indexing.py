@@ -143,3 +143,31 @@ def test_build_index_reports_the_cost_of_an_index_built_earlier(settings, server
     assert again.graph_cached and again.cost["built"] == "earlier" and again.cost["openie"] == report.cost["openie"]
     assert again.cost["build_s"] == report.cost["build_s"] and again.cost["build_s"]["graph_s"] >= 0
     assert openie_store(tmp_path, build_extractor(s.extractor, llm).identity).path.exists()
+
+
+@pytest.mark.slow
+def test_a_reading_killed_half_way_keeps_the_answers_it_was_given(scripted_server, tmp_path):
+    """The reader's batch commits each answer as it arrives: kill -9 after 8 of 20, and the rerun asks the rest."""
+    server = scripted_server(latency=lambda: 0.05, answer=lambda messages: "Answer: Saltmarsh")
+    args = (
+        "run.py",
+        "method=bm25",
+        "baseline=null",
+        "llm=openai",
+        "llm.model=scripted",
+        f"llm.base_url={server.base_url}",
+        "llm.max_concurrency=1",
+        "tracker=none",
+        f"cache_dir={tmp_path / 'cache'}",
+    )
+    run_cli(*args, f"hydra.run.dir={tmp_path / 'killed'}", env={"HIPPORAG_FAILPOINT": "llm.committed:8"}, expect_rc=-9)
+    asked = sum(server.requests.values())
+    [store] = (tmp_path / "cache" / "llm").glob("*.sqlite")
+    with sqlite3.connect(store) as conn:
+        committed = conn.execute("SELECT COUNT(*) FROM kv").fetchone()[0]
+    assert 8 <= committed <= asked < 20  # killed while reading, with the answers so far kept
+    server.requests.clear()
+    run_cli(*args, f"hydra.run.dir={tmp_path / 'resumed'}")
+    assert sum(server.requests.values()) == 20 - committed and set(server.requests.values()) == {1}
+    metrics = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
+    assert metrics["llm_usage"]["reader/bm25"]["cache_hits"] == committed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from tiny_rebel import PASSAGES, TRIPLES, WORDS  # the tiny checkpoint's passages, answers, words
 
+from hipporag.cache.keys import folder_digest
 from hipporag.index.openie.rebel import Generation, RebelExtractor, entities_of, parse_tagged
 
 LOCATED = "located in the administrative territorial entity"
@@ -53,6 +54,7 @@ def test_a_checkpoint_folder_extracts_truncates_and_is_cached(tiny_rebel, tmp_pa
     generation = Generation(max_input_tokens=12, max_output_tokens=20, num_beams=2)
     rebel = RebelExtractor(str(tiny_rebel), generation=generation, generate_batch=2, device="cpu")
     assert rebel.identity["name"] == "rebel" and rebel.identity["generation"]["num_beams"] == 2
+    assert rebel.identity["files"] == folder_digest(tiny_rebel)  # its tokenizer and configs with its weights
     out, stats = run_openie(PASSAGES, rebel, tmp_path)
     assert stats.extracted == 3 and stats.errors == 0 and rebel.truncated == 1  # the 18-word passage, read to 12
     assert [e.triples for e in out] == TRIPLES

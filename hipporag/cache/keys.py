@@ -42,6 +42,19 @@ def file_digest(path: Path, algorithm: str = "sha256") -> str:
     return h.hexdigest()
 
 
+def folder_digest(folder: Path) -> str:
+    """Hex digest of a folder's files, each by its path inside it and its bytes (hidden ones, a download's
+    `.cache/`, left aside): a checkpoint's identity, so that a tokenizer or a config changed, added or removed under
+    the same folder name is another identity, not only its weights."""
+    folder = Path(folder).expanduser()
+    files = sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
+    return bytes_digest(*(f"{p.relative_to(folder).as_posix()}:{file_digest(p)}".encode() for p in files))
+
+
 def bytes_digest(*parts: bytes, algorithm: str = "sha256") -> str:
     """Hex digest of byte strings, each prefixed with its length (so that parts cannot shift)."""
     h = hashlib.new(algorithm)

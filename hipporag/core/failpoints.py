@@ -9,7 +9,7 @@ sends that signal instead of SIGKILL (submitit's "time is up, requeue me"; TERM:
 reaches the point again runs on. Unset (always, outside the tests) a failpoint is one dictionary
 lookup.
 Points: openie.committed, embed.committed, graph.written, rankings.saved, job.start, and llm.committed
-(counted per LLM answer committed by the concurrent path: `llm.committed:100` kills after the 100th).
+(counted per LLM answer committed, one request or a batch: `llm.committed:100` kills after the 100th).
 """
 
 from __future__ import annotations

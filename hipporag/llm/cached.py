@@ -198,9 +198,19 @@ class CachedLLM:
         if missing:
             self.ensure_ready()
             t0 = time.perf_counter()
-            new = self.backend.generate([conversations[i] for i in missing], desc=stage, **params)
+            writer = StoreWriter(self.store, on_commit=lambda n: failpoints.hit("llm.committed", n))
+
+            def arrived(j: int, g: Generation) -> None:  # each answer committed as it comes: a kill loses none paid for
+                if g.error is None:
+                    writer.put(keys[missing[j]], g.record())
+
+            try:
+                new = self.backend.generate(
+                    [conversations[i] for i in missing], desc=stage, on_result=arrived, **params
+                )
+            finally:
+                writer.close()  # what arrived is committed, even when the batch stopped half way (Ctrl-C)
             usage.seconds += time.perf_counter() - t0
-            self.store.put_many({keys[i]: g.record() for i, g in zip(missing, new) if g.error is None})
             for i, g in zip(missing, new):
                 results[i] = g
                 usage.input_tokens += g.input_tokens

@@ -32,7 +32,7 @@ import logging
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from tqdm.auto import tqdm
 
@@ -185,10 +185,20 @@ class OpenAIChatLLM:
         temperature: float = 0.0,
         desc: str = "LLM",
         seed: int | None = None,
+        on_result=None,
     ) -> list[Generation]:
+        """Every conversation's answer, `max_concurrency` in flight; `on_result(i, answer)` as each arrives."""
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, max(len(conversations), 1))) as pool:
-            futures = [pool.submit(self.generate_one, c, max_new_tokens, temperature, seed) for c in conversations]
-            return [f.result() for f in tqdm(futures, desc=desc, unit="request")]
+            futures = {
+                pool.submit(self.generate_one, c, max_new_tokens, temperature, seed): i
+                for i, c in enumerate(conversations)
+            }
+            out: list[Generation | None] = [None] * len(conversations)
+            for f in tqdm(as_completed(futures), total=len(futures), desc=desc, unit="request"):
+                out[futures[f]] = f.result()
+                if on_result is not None:
+                    on_result(futures[f], out[futures[f]])
+            return out  # type: ignore[return-value]
 
 
 def chat_generation(response: dict) -> Generation:

@@ -169,9 +169,11 @@ class TransformersChatLLM:
         temperature: float = 0.0,
         desc: str = "LLM",
         seed: int | None = None,
+        on_result=None,
     ) -> list[Generation]:
         """Each conversation's answer. `seed` (one sample of several, at temperature > 0) seeds torch before
-        each batch: with batch_invariant, before each prompt, so a sample never depends on its batch-mates."""
+        each batch: with batch_invariant, before each prompt, so a sample never depends on its batch-mates.
+        `on_result(i, answer)` is called as each answer is made (the cache commits it then)."""
         import torch
 
         tok, model = self._load()
@@ -206,5 +208,7 @@ class TransformersChatLLM:
                         output_tokens=len(ids),
                         seconds=seconds,
                     )
+                    if on_result is not None:
+                        on_result(i, out[i])
                 bar.update(len(batch))
         return out  # type: ignore[return-value]

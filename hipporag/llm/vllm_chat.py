@@ -57,12 +57,13 @@ class VLLMChatLLM:
         temperature: float = 0.0,
         desc: str = "LLM",
         seed: int | None = None,
+        on_result=None,
     ) -> list[Generation]:
         from vllm import SamplingParams
 
         params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, seed=seed)  # seed: one sample
-        outputs = self._load().chat(conversations, params, use_tqdm=True)
-        return [
+        outputs = self._load().chat(conversations, params, use_tqdm=True)  # one engine call: they arrive together
+        out = [
             Generation(
                 text=o.outputs[0].text.strip(),
                 input_tokens=len(o.prompt_token_ids or []),
@@ -70,3 +71,6 @@ class VLLMChatLLM:
             )
             for o in outputs
         ]
+        for i, g in enumerate(out if on_result is not None else []):
+            on_result(i, g)
+        return out

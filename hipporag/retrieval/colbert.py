@@ -35,7 +35,7 @@ import numpy as np
 
 from hipporag.cache.files import atomic_write_json
 from hipporag.cache.folders import load_or_build_folder
-from hipporag.cache.keys import bytes_digest, corpus_hash, file_digest, stable_key
+from hipporag.cache.keys import corpus_hash, folder_digest, stable_key
 from hipporag.core.device import pick_device
 from hipporag.core.errors import MissingDependencyError, SettingError
 from hipporag.core.meter import measure
@@ -68,13 +68,10 @@ def library_version() -> str:
 WHAT = "ColBERTv2 model"  # how a missing checkpoint is named
 
 
-def _local_weights_digest(model: str) -> str | None:
-    """A local checkpoint's weight files by digest (a folder's contents can change under its name; a hub
-    checkpoint is named by its revision instead)."""
-    if not looks_local(model):
-        return None
-    files = sorted(p for p in Path(model).expanduser().iterdir() if p.suffix in (".safetensors", ".bin", ".dnn"))
-    return bytes_digest(*(file_digest(p).encode() for p in files))
+def _local_checkpoint_digest(model: str) -> str | None:
+    """A local checkpoint's files by digest, its tokenizer and configs with its weights (a folder's contents can
+    change under its name: without tokenizer.json every word is [UNK]); a hub checkpoint is named by its revision."""
+    return folder_digest(Path(model)) if looks_local(model) else None
 
 
 def _post_init_once(init_weights):
@@ -153,7 +150,7 @@ class ColBERTv2:
             "name": "colbertv2",
             "model": model,
             "revision": getattr(self.checkpoint.model.config, "_commit_hash", None),
-            "weights": _local_weights_digest(model),
+            "files": _local_checkpoint_digest(model),
             "dim": self.config.dim,
             "doc_maxlen": self.config.doc_maxlen,
             "query_maxlen": self.config.query_maxlen,

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
+from hipporag.cache.keys import folder_digest
 from hipporag.core.device import pick_device
 from hipporag.core.errors import SettingError
-from hipporag.core.weights import check_weights
+from hipporag.core.weights import check_weights, looks_local
 from hipporag.index.openie.extraction import Extraction
 from hipporag.index.openie.validity import valid_triples
 
@@ -114,6 +116,8 @@ class RebelExtractor:
             "name": "rebel",
             "model": model,
             "revision": revision or getattr(self.model.config, "_commit_hash", None),
+            # a local folder's files by digest (weights, tokenizer, configs): edited under its name, another identity
+            "files": folder_digest(Path(model)) if looks_local(model) else None,
             "generation": vars(generation),
             "transformers": transformers.__version__,
             "parser": PARSER_VERSION,
