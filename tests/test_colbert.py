@@ -276,6 +276,33 @@ def test_plaid_rankings_are_cached_under_the_top_k_they_were_searched_for(wide_c
     assert [r.order.tolist() for r in served[1].rankings] == [r.order.tolist() for r in served[0].rankings]
 
 
+def test_plaid_on_a_corpus_too_small_for_its_centroids_is_one_line(wide_colbert, tmp_path):
+    encoder = ColBERTv2(str(wide_colbert))
+    with pytest.raises(SettingError, match=r"method.search=plaid: the 2 passages give \d+ token vectors") as e:
+        build_plaid(encoder, ["Alder\nAlder is a town.", "Caskey\nCaskey is a mill."], "passages", tmp_path, nbits=2)
+    assert "use method.search=exact" in e.value.one_line() and "\n" not in e.value.one_line()
+    assert not [p for p in (tmp_path / "colbert_plaid").iterdir() if p.is_dir()]  # nothing half-built is kept
+
+
+@pytest.mark.parametrize("damage", ["config.json", "weights", "empty"])
+def test_a_checkpoint_folder_that_does_not_load_is_one_line(tiny_colbert, tmp_path, damage):
+    import shutil
+
+    broken = tmp_path / "checkpoint"
+    shutil.copytree(tiny_colbert, broken)
+    if damage == "config.json":
+        (broken / "config.json").write_text('{"model_type": ')
+    elif damage == "weights":
+        for weights in broken.glob("*.safetensors"):
+            weights.write_bytes(b"not a safetensors file")
+    else:
+        for f in broken.iterdir():
+            f.unlink()
+    with pytest.raises(SettingError, match=f"colbert_model={broken}: not a checkpoint that loads") as e:
+        ColBERTv2(str(broken))
+    assert "\n" not in e.value.one_line()
+
+
 def test_plaid_refuses_a_codec_the_dimension_does_not_allow_and_a_missing_faiss(encoder, corpus, tmp_path, monkeypatch):
     with pytest.raises(SettingError, match=r"method.nbits=2: .*8-dimensional"):
         build_plaid(encoder, corpus, "passages", tmp_path, nbits=2)

@@ -92,3 +92,22 @@ def test_only_the_base_class_keys_a_library_index():
             ):
                 callers.append(str(path.relative_to(PACKAGE.parent)))
     assert callers == ["hipporag/retrieval/library_bridge.py"], callers
+
+
+@pytest.mark.parametrize("name", ["lightrag", "graphrag"])
+def test_an_installed_library_that_does_not_import_is_one_line_before_any_work(name, monkeypatch, settings):
+    """A dependency of the library missing or broken (lancedb for GraphRAG): refused when the settings are checked,
+    not as a traceback once the run has indexed."""
+    import sys
+
+    from hipporag.retrieval.methods import ms_graphrag
+
+    broken = {"lightrag": "lightrag", "graphrag": "graphrag.api"}[name]
+    monkeypatch.setitem(sys.modules, broken, None)  # `import` of it raises ImportError, as a broken install does
+    ms_graphrag.library.cache_clear()  # GraphRAG's modules are imported once per process: as if for the first time
+    try:
+        with pytest.raises(MissingDependencyError, match=f"method={name}: .* is installed but does not import") as e:
+            settings(f"method={name}")
+        assert "ModuleNotFoundError" in e.value.one_line() and "\n" not in e.value.one_line()
+    finally:
+        ms_graphrag.library.cache_clear()  # imported again, whole, by the next test that needs it

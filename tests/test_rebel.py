@@ -115,3 +115,17 @@ def test_a_checkpoint_without_rebels_tags_is_refused(tiny_rebel, tmp_path):
         SettingError, match=r"extractor.model=.*not_rebel: not a REBEL checkpoint, .* <triplet>, <subj>, <obj>"
     ):
         RebelExtractor(str(folder), device="cpu")
+
+
+@pytest.mark.slow
+def test_a_rebel_folder_that_does_not_load_is_one_line(tiny_rebel, tmp_path):
+    import shutil
+
+    from hipporag.core.errors import SettingError
+
+    broken = tmp_path / "rebel"
+    shutil.copytree(tiny_rebel, broken)
+    (broken / "config.json").write_text("{ not json")
+    with pytest.raises(SettingError, match=f"extractor.model={broken}: not a checkpoint that loads") as e:
+        RebelExtractor(str(broken), generation=Generation(), device="cpu")
+    assert "\n" not in e.value.one_line()

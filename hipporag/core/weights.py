@@ -7,9 +7,13 @@ are neither on disk nor reachable (`embedder=contriever` with `HF_HUB_OFFLINE=1`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from hipporag.core.errors import MissingDependencyError, first_line
+from hipporag.core.errors import MissingDependencyError, SettingError, first_line
+
+T = TypeVar("T")
 
 HUB_TIMEOUT_S = 10.0  # a reachable hub answers a model's metadata in well under this
 
@@ -46,3 +50,17 @@ def check_weights(source: str, what: str, revision: str | None = None) -> None:
             f"{what} {source} is not in the local Hugging Face cache and the hub did not supply it ({type(e).__name__}: {first_line(e, 200)})",
             hint="check the model id and the network, or give a local folder (path=...)",
         ) from e
+
+
+def load_checkpoint(load: Callable[[], T], source: str, knob: str) -> T:
+    """`load()` of a checkpoint that `check_weights` found: a folder the library cannot load (damaged, partial,
+    another kind of model) is one `SettingError` naming the knob, never the library's traceback."""
+    try:
+        return load()
+    except (KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as e:  # noqa: BLE001 - every library raises its own kinds for a bad folder
+        raise SettingError(
+            f"{knob}={source}: not a checkpoint that loads ({type(e).__name__}: {first_line(e, 200)})",
+            hint="point it at a complete checkpoint (its config, tokenizer and weights) or a hub id",
+        ) from None

@@ -25,6 +25,7 @@ import contextlib
 import functools
 import io
 import logging
+import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from hipporag.cache.keys import corpus_hash, folder_digest, stable_key
 from hipporag.core.device import pick_device
 from hipporag.core.errors import MissingDependencyError, SettingError
 from hipporag.core.meter import measure
-from hipporag.core.weights import check_weights, looks_local
+from hipporag.core.weights import check_weights, load_checkpoint, looks_local
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,9 @@ class ColBERTv2:
         self.model_source = model
         given = {"doc_maxlen": doc_maxlen, "query_maxlen": query_maxlen}
         config = ColBERTConfig(**{k: v for k, v in given.items() if v is not None})
-        self.checkpoint = Checkpoint(model, colbert_config=config, verbose=0)
+        self.checkpoint = load_checkpoint(
+            lambda: Checkpoint(model, colbert_config=config, verbose=0), model, "colbert_model"
+        )
         self.config = self.checkpoint.colbert_config
         self.identity = {
             "name": "colbertv2",
@@ -331,9 +334,22 @@ def build_plaid(encoder: ColBERTv2, texts: list[str], what: str, cache_dir: Path
         t0 = time.perf_counter()
         with measure(None, None) as made, _colbert_run(tmp):
             config = _plaid_config(encoder, nbits=nbits)
-            Indexer(checkpoint=encoder.model_source, config=config, verbose=0).index(
-                name=PLAID_INDEX, collection=list(texts), overwrite=True
-            )
+            try:
+                Indexer(checkpoint=encoder.model_source, config=config, verbose=0).index(
+                    name=PLAID_INDEX, collection=list(texts), overwrite=True
+                )
+            except RuntimeError as e:
+                too_few = re.search(
+                    r"training points \((\d+)\) should be at least as large as number of clusters \((\d+)\)", str(e)
+                )
+                if too_few is None:
+                    raise
+                points, clusters = too_few.groups()
+                raise SettingError(
+                    f"method.search=plaid: the {len(texts)} {what} give {points} token vectors to train colbert-ai's "
+                    f"{clusters} centroids on (faiss needs at least as many); use method.search=exact for a corpus "
+                    "this small"
+                ) from None
         made.texts_embedded = len(texts)
         atomic_write_json(
             tmp / "manifest.json", {"identity": identity, "created": time.time(), "spend": made.as_dict()}

@@ -29,7 +29,7 @@ import numpy as np
 from hipporag.cache.files import atomic_write_json
 from hipporag.cache.folders import load_or_build_folder
 from hipporag.cache.keys import stable_key
-from hipporag.core.errors import MissingDependencyError
+from hipporag.core.errors import MissingDependencyError, first_line
 from hipporag.core.meter import measure
 
 log = logging.getLogger(__name__)
@@ -258,8 +258,22 @@ class LibraryMethod:
     # --------------------------------------------------------------------------- shared by every one
     @classmethod
     def check(cls, options=None) -> str:
-        """Before any work: the pinned library is installed (one line naming the fix otherwise)."""
-        return library_version(cls.dist, cls.library)
+        """Before any work: the pinned library is installed and imports (one line naming the fix otherwise: a
+        dependency of it missing or broken would surface as a traceback half-way through the run)."""
+        version = library_version(cls.dist, cls.library)
+        try:
+            cls.import_library()
+        except Exception as e:  # noqa: BLE001 - whatever a broken install raises
+            raise MissingDependencyError(
+                f"method={cls.library}: {cls.dist}=={version} is installed but does not import "
+                f"({type(e).__name__}: {first_line(e, 200)}); reinstall it: {INSTALL}"
+            ) from None
+        return version
+
+    @classmethod
+    def import_library(cls) -> None:
+        """Import the library as the adapter first does (its module named `library`, by default)."""
+        importlib.import_module(cls.library)
 
     def index_identity(self, ctx, dim: int) -> dict:
         """The key of its built index: every shared part of the run that shapes it, and its `index_options`."""

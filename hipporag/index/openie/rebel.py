@@ -21,7 +21,7 @@ from pathlib import Path
 from hipporag.cache.keys import folder_digest
 from hipporag.core.device import pick_device
 from hipporag.core.errors import SettingError
-from hipporag.core.weights import check_weights, looks_local
+from hipporag.core.weights import check_weights, load_checkpoint, looks_local
 from hipporag.index.openie.extraction import Extraction
 from hipporag.index.openie.validity import valid_triples
 
@@ -104,8 +104,13 @@ class RebelExtractor:
         self.model_source, self.generation = model, generation
         self.batch_size, self.generate_batch = batch_size, generate_batch
         self.device = pick_device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model, revision=revision)
-        self.model = AutoModelForSeq2SeqLM.from_pretrained(model, revision=revision).to(self.device).eval()
+        self.tokenizer = load_checkpoint(
+            lambda: AutoTokenizer.from_pretrained(model, revision=revision), model, "extractor.model"
+        )
+        self.model = load_checkpoint(
+            lambda: AutoModelForSeq2SeqLM.from_pretrained(model, revision=revision), model, "extractor.model"
+        )
+        self.model = self.model.to(self.device).eval()
         missing = [t for t in (TRIPLET, SUBJ, OBJ) if t not in self.tokenizer.get_vocab()]
         if missing:
             raise SettingError(

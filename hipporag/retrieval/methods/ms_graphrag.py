@@ -436,6 +436,11 @@ class GraphRAGMethod(LibraryMethod):
     classify = staticmethod(classify)
 
     @classmethod
+    def import_library(cls) -> None:
+        """graphrag's modules as the adapter imports them (`library()`: its environment set first)."""
+        library()
+
+    @classmethod
     def check(cls, options: GraphRAGOptions | None = None) -> str:
         """Before any work: the pinned library is installed, and local search's budget shares fit (the library
         would refuse every question)."""
