@@ -215,6 +215,9 @@ def test_one_failing_request_marks_the_run_degraded_and_caches_nothing_made_from
     assert published(cache, "lightrag") == []  # the index is not published
     assert metrics["rankings"]["lightrag"]["cache"].startswith("not stored")
     assert "index not cached" in proc.stderr + proc.stdout
+    # LightRAG's own log lines, its traceback of the failed request among them, are in run.log, not on the console
+    assert "Traceback" not in proc.stderr + proc.stdout and "INFO: Chunking" not in proc.stderr
+    assert "Traceback" in (tmp_path / "run" / "run.log").read_text()
     # the rerun asks again (the failed request only) and then caches the index
     run_cli(*args, f"hydra.run.dir={tmp_path / 'rerun'}", env=env)
     assert len(published(cache, "lightrag")) == 1

@@ -189,9 +189,28 @@ def library_index(
     return work / "index", loaded, files["manifest.json"]
 
 
+# the loggers of the compared libraries that log to the console by themselves (LightRAG: every chunk at INFO and
+# each failure with its traceback, through a handler of its own); GraphRAG's are routed to their own files while
+# its API runs (ms_graphrag.library_logs), which close the handlers they find: not routed here
+LIBRARY_LOGGERS = ("lightrag", "nano-vectordb")
+
+
+def route_library_logs() -> None:
+    """The libraries' own log lines, tracebacks included, go to the run's log file (run.log) only: the console
+    keeps the harness's lines (each failed request, the stage's count, DEGRADED). Done again at each session,
+    as each job of a sweep logs to its own file."""
+    files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+    for name in LIBRARY_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers = files or [logging.NullHandler()]
+        logger.propagate = False
+
+
 @contextmanager
 def event_loop():
-    """A fresh event loop for a library's async API, closed after: a run calls it from synchronous code."""
+    """A fresh event loop for a library's async API, closed after: a run calls it from synchronous code. The
+    libraries' logs are routed to the run's log file first (`route_library_logs`)."""
+    route_library_logs()
     loop = asyncio.new_event_loop()
     try:
         yield loop
