@@ -8,6 +8,7 @@ any connection that is not the scripted server's.
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -221,6 +222,48 @@ def test_one_failing_request_marks_the_run_degraded_and_caches_nothing_made_from
     # the rerun asks again (the failed request only) and then caches the index
     run_cli(*args, f"hydra.run.dir={tmp_path / 'rerun'}", env=env)
     assert len(published(cache, "lightrag")) == 1
+
+
+def test_a_library_step_that_fails_degrades_the_run_and_nothing_made_from_it_is_cached(offline, tmp_path):
+    """GraphRAG with LanceDB that cannot import (planted): its text-embedding workflow fails inside the library.
+    The run is degraded (exit 3), says which step, publishes no index and stores no ranking; with LanceDB back,
+    the rerun builds, stores and scores."""
+    server, env, llm, home = offline
+    planted = tmp_path / "planted" / "lancedb"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text('raise ImportError("lancedb is broken (planted by the test)")\n')
+    broken = {**env, "PYTHONPATH": f"{planted.parent}{os.pathsep}{env['PYTHONPATH']}"}
+    cache = tmp_path / "cache"
+    args = ("run.py", "method=graphrag", "baseline=null", "read=false", *llm, "tracker=none", f"cache_dir={cache}")
+    proc = run_cli(*args, f"hydra.run.dir={tmp_path / 'run'}", env=broken, expect_rc=3)
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    [errors] = metrics["library_errors"].values()
+    assert metrics["status"] == "degraded" and list(metrics["library_errors"]) == ["graphrag"]
+    assert any("planted by the test" in e for e in errors), errors
+    served = metrics["rankings"]["graphrag"]["cache"]
+    assert served.startswith("not stored: ") and "steps of its library failed" in served
+    assert published(cache, "graphrag") == [] and not list((cache / "rankings").glob("*.npz"))
+    assert "DEGRADED: graphrag:" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+    run_cli(*args, f"hydra.run.dir={tmp_path / 'rerun'}", env=env)
+    again = json.loads((tmp_path / "rerun" / "metrics.json").read_text())
+    assert again["status"] == "ok" and "library_errors" not in again and again["methods"]["graphrag"]["recall@5"] > 0
+    assert len(published(cache, "graphrag")) == 1 and again["rankings"]["graphrag"]["cache"] == "stored"
+
+
+def test_graphrag_stopping_before_it_writes_its_tables_is_one_line(offline, tmp_path):
+    """Every extraction request fails (HTTP 503): the library writes no graph tables; the run stops in one line
+    naming what is missing, exit 2, and publishes nothing."""
+    server, env, llm, home = offline
+    cache = tmp_path / "cache"
+    server.fail = lambda messages: 'Format each entity as ("entity"' in "\n".join(m["content"] for m in messages)
+    try:
+        args = ("run.py", "method=graphrag", "baseline=null", "read=false", *llm, "tracker=none", f"cache_dir={cache}")
+        proc = run_cli(*args, f"hydra.run.dir={tmp_path / 'run'}", env=env, expect_rc=2)
+    finally:
+        server.fail = lambda messages: False
+    [line] = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    assert "graphrag: indexing stopped before writing" in line and "Traceback" not in proc.stderr + proc.stdout
+    assert published(cache, "graphrag") == []
 
 
 def test_a_passage_longer_than_a_chunk_is_refused_before_any_request(offline, tmp_path):

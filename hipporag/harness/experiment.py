@@ -180,6 +180,9 @@ class Scored:
     records: list[dict] = dataclasses.field(default_factory=list)
     ledgers: dict[str, dict] = dataclasses.field(default_factory=dict)
     rankings: dict[str, RankingServed] = dataclasses.field(default_factory=dict)
+    library_errors: dict[str, list[str]] = dataclasses.field(
+        default_factory=dict
+    )  # method -> its library's failed steps
 
 
 def _score_every_method(pipeline: Pipeline, index, queries, report, timings: dict) -> Scored:
@@ -192,6 +195,8 @@ def _score_every_method(pipeline: Pipeline, index, queries, report, timings: dic
         t0 = time.perf_counter()
         ranked = pipeline.rank(index, queries, method)
         scored.rankings[name] = RankingServed(ranked.cache, ranked.key, ranked.reads)
+        if ranked.step_errors:
+            scored.library_errors[name] = ranked.step_errors
         t_retrieve = time.perf_counter() - t0
         t0 = time.perf_counter()
         with measure(pipeline.llm, None) as read_spend:
@@ -228,13 +233,14 @@ def _record(pipeline: Pipeline, dataset, index, report, queries, scored: Scored,
     }
     failures = llm_failures(usage, knobs.max_llm_error_rate)
     unusable = unusable_answers(usage, report.openie, knobs.max_unusable_rate)
-    degraded = any(f.above_max for f in (*failures.values(), *unusable.values()))
+    degraded = any(f.above_max for f in (*failures.values(), *unusable.values())) or bool(scored.library_errors)
     return RunRecord(
         status="degraded" if degraded else "ok",
         llm_failures=failures,
         max_llm_error_rate=knobs.max_llm_error_rate,
         unusable_answers=unusable,
         max_unusable_rate=knobs.max_unusable_rate,
+        library_errors=scored.library_errors,
         dataset_checks={
             "gold_missing": dataset.gold_missing,
             **dataset.text_checks,
@@ -321,5 +327,6 @@ def _publish(cfg, run_dir: Path, sweep_group, settings: Settings, record: RunRec
                     for s, u in record.unusable_answers.items()
                     if u.above_max
                 ]
+                + [f"{m}: {len(e)} steps of its library failed" for m, e in record.library_errors.items()]
             ),
         )

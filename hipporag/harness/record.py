@@ -338,6 +338,8 @@ class RunRecord:
     max_llm_error_rate: float = 0.0
     unusable_answers: dict[str, StageUnusable] = field(default_factory=dict)
     max_unusable_rate: float = 0.0
+    # method -> the steps of its library that failed (a compared system's index built incomplete): degraded
+    library_errors: dict[str, list[str]] = field(default_factory=dict)
     dataset_checks: dict[str, dict] = field(default_factory=dict)  # gold_missing, text checks, truncation
     adjusted: list[str] = field(default_factory=list)  # knobs the run changed (clipped), each in words
     prompts: PromptsUsed | None = None
@@ -413,6 +415,7 @@ class RunRecord:
             "max_llm_error_rate": self.max_llm_error_rate,
             "unusable_answers": {s: vars(u) for s, u in self.unusable_answers.items()},
             "max_unusable_rate": self.max_unusable_rate,
+            **({"library_errors": self.library_errors} if self.library_errors else {}),
             "dataset_checks": self.dataset_checks,
             "adjusted": self.adjusted,
             "prompts": self.prompts.to_json() if self.prompts else None,
@@ -457,7 +460,7 @@ def _typed_parts(doc: dict) -> dict:
         typed["prompts"] = _build(PromptsUsed, doc["prompts"], "prompts")
     if doc.get("bootstrap") is not None:
         typed["bootstrap"] = _build(Bootstrap, doc["bootstrap"], "bootstrap")
-    for key in ("dataset_checks", "questions", "cost", "openie", "cache", "timings", "provenance"):
+    for key in ("dataset_checks", "questions", "cost", "openie", "cache", "timings", "provenance", "library_errors"):
         typed[key] = dict(_obj(doc.get(key), key))
     return typed
 

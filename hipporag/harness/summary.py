@@ -180,6 +180,11 @@ def status_lines(record: RunRecord) -> list[str]:
             f"max_unusable_rate {100 * record.max_unusable_rate:.1f} %)"
         )
         lines.append(("DEGRADED: " if u.above_max else "warning: ") + words)
+    for method, errors in record.library_errors.items():
+        lines.append(
+            f"DEGRADED: {method}: {len(errors)} steps of its library failed (e.g. {errors[0][:200]}); its index was "
+            "not cached and its rankings were not stored (the library's log is in run.log)"
+        )
     if record.degraded:
         fell_back = {m: v.fallbacks for m, v in record.methods.items() if v.filter_errors}
         lines.append(
@@ -193,6 +198,8 @@ def status_lines(record: RunRecord) -> list[str]:
                 ". Nothing made from a failed call was cached: fix the LLM and rerun."
                 if any(f.above_max for f in record.llm_failures.values())
                 else ". Unusable answers are cached (a rerun gives them again): change the model or the prompt."
+                if any(u.above_max for u in record.unusable_answers.values())
+                else ". Nothing built on a failed library step was cached: fix what its log names and rerun."
             )
         )
     absent, of = record.gold_missing()

@@ -29,7 +29,7 @@ import numpy as np
 from hipporag.cache.files import atomic_write_json
 from hipporag.cache.folders import load_or_build_folder
 from hipporag.cache.keys import stable_key
-from hipporag.core.errors import MissingDependencyError, first_line
+from hipporag.core.errors import MissingDependencyError, UserError, first_line
 from hipporag.core.meter import measure
 
 log = logging.getLogger(__name__)
@@ -119,12 +119,21 @@ class LibraryEmbedder:
 
 
 class Uncacheable(Exception):
-    """The index was built while LLM requests failed: used by this run only, never published."""
+    """The index was built while LLM requests failed, or while a step of the library failed (`step_errors`: a
+    workflow's exception, a table it did not write, passages it did not index): used by this run only, never
+    published; a ranking made on it is never stored, and the run is degraded (`LibraryMethod.step_errors`)."""
 
-    def __init__(self, folder: Path, failures: list[str]):
-        super().__init__(f"{len(failures)} LLM requests failed while indexing")
+    def __init__(self, folder: Path, failures: list[str], step_errors: list[str] | None = None):
+        super().__init__(f"{len(failures)} problems while indexing (failed LLM requests or library steps)")
         self.folder = folder
         self.failures = failures
+        self.step_errors = list(step_errors or [])
+
+
+class LibraryStepError(UserError, RuntimeError):
+    """The library stopped before it wrote an index that can be queried: the run stops in one line."""
+
+    hint = "the library's log is in the run folder's run.log; fix what it names (a dependency, the server) and rerun"
 
 
 def library_index(
@@ -149,7 +158,7 @@ def library_index(
             stats = build(folder / "index")
         except Uncacheable as e:
             log.warning("%s: index not cached: %s; a rerun asks again", library, e)
-            return e.folder, False, {"failures": e.failures}
+            return e.folder, False, {"failures": e.failures, "step_errors": e.step_errors}
         return folder / "index", False, {"stats": stats}
     final = Path(cache_dir) / library / stable_key(identity)
     failed: list[Uncacheable] = []
@@ -182,7 +191,7 @@ def library_index(
     except Uncacheable:
         e = failed[0]
         log.warning("%s: index not cached: %s (e.g. %s); a rerun asks again", library, e, e.failures[0])
-        return e.folder, False, {"failures": e.failures}
+        return e.folder, False, {"failures": e.failures, "step_errors": e.step_errors}
     log.info("%s: index %s %s", library, final.name, "loaded from cache" if loaded else "built")
     work = Path(tempfile.mkdtemp(prefix=f"{library}-", dir=work_root))
     shutil.copytree(final / "index", work / "index")
@@ -376,6 +385,9 @@ class LibraryMethod:
                 counters,
             )
         self.index_cost = OwnIndexCost.of(f"{self.library} index", self.index_loaded, manifest, spend, folder)
+        self.step_errors = list(manifest.get("step_errors") or [])  # read by the ranking cache: never stored
+        for error in self.step_errors[:3]:
+            log.error("%s: a step of the library failed: %s", self.library, error[:300])
         return folder, dim, manifest
 
 

@@ -132,6 +132,7 @@ class Ranked:
     made: dict | None = None
     own_index: dict | None = None
     index_reads: list[str] | None = None
+    step_errors: list[str] = field(default_factory=list)  # a compared library's failed steps (its index is incomplete)
 
 
 def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict) -> Ranked:
@@ -166,6 +167,7 @@ def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict
     if problems:
         raise RankingContractError(f"method {name} broke the Ranking contract: {'; '.join(problems[:3])}")
     failed = (ctx.llm.failed_requests() if ctx.llm is not None else 0) - failed_before
+    step_errors = list(getattr(instance, "step_errors", None) or [])  # a compared library's index that is broken
     key = ranking_key(base, values, reads) if base else None
     unkeyed = unkeyed_reads(values, reads)
     if unkeyed:
@@ -174,12 +176,15 @@ def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict
     elif failed:
         why_not = f"{failed} LLM requests failed while ranking"
         log.warning("Rankings (%s): not cached: %s; a rerun asks again", name, why_not)
+    elif step_errors:
+        why_not = f"{len(step_errors)} steps of its library failed (e.g. {step_errors[0][:160]})"
+        log.warning("Rankings (%s): not cached: %s; a rerun builds its index again", name, why_not)
     elif key:
         save_rankings(ctx.cache_dir, key, rankings, made)
         record_reads(ctx.cache_dir, base, reads)
         failpoints.hit("rankings.saved")
     cache = "stored" if key and not why_not else f"not stored: {why_not or 'no cache folder'}"
-    return Ranked(rankings, cache, key, sorted(reads), spend, made, own_index, sorted(index_reads))
+    return Ranked(rankings, cache, key, sorted(reads), spend, made, own_index, sorted(index_reads), step_errors)
 
 
 def _checksum(arrays: dict[str, np.ndarray]) -> str:

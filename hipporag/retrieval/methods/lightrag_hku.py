@@ -248,7 +248,8 @@ class LightRAGMethod(LibraryMethod):
                 finalize_share_data()
         merged, unindexed = inserted_status(docs, ids)
         if llm.failures or unindexed:
-            raise Uncacheable(folder, llm.failures or [f"passages not indexed: {', '.join(unindexed[:5])}"])
+            step = [f"passages not indexed: {', '.join(unindexed[:5])}"] if unindexed and not llm.failures else []
+            raise Uncacheable(folder, llm.failures or step, step_errors=step)
         return {"passages": len(ids), "repeated": len(passages) - len(ids), "merged_by_library": len(merged)}
 
     # ------------------------------------------------------------------------------------- retrieve

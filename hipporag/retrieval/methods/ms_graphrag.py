@@ -59,6 +59,7 @@ from hipporag.retrieval.library_bridge import (
     LibraryEmbedder,
     LibraryLLM,
     LibraryMethod,
+    LibraryStepError,
     Uncacheable,
     event_loop,
     register_library,
@@ -501,7 +502,7 @@ class GraphRAGMethod(LibraryMethod):
         stats, problems = self.index_documents(library(), folder, llm, dim, ids, texts, work_root)
         stats = {"passages": stats.pop("passages"), "repeated": len(passages) - len(ids), **stats}
         if problems:
-            raise Uncacheable(folder, problems)
+            raise Uncacheable(folder, problems, step_errors=[p for p in problems if p not in llm.failures])
         return stats
 
     def index_documents(
@@ -555,7 +556,7 @@ class GraphRAGMethod(LibraryMethod):
         if missing:
             shutil.rmtree(folder.parent, ignore_errors=True)
             failures = manifest.get("failures") or []
-            raise RuntimeError(
+            raise LibraryStepError(
                 f"graphrag: indexing stopped before writing {', '.join(missing)} ({len(failures)} problems, e.g. "
                 f"{failures[0] if failures else 'none recorded'})"
             )
