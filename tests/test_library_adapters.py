@@ -111,3 +111,26 @@ def test_an_installed_library_that_does_not_import_is_one_line_before_any_work(n
         assert "ModuleNotFoundError" in e.value.one_line() and "\n" not in e.value.one_line()
     finally:
         ms_graphrag.library.cache_clear()  # imported again, whole, by the next test that needs it
+
+
+def test_working_copies_left_by_a_killed_run_are_removed_by_the_next_and_no_others(tmp_path):
+    """A run killed mid-query leaves its private index copy under the cache's tmp/; the next run on that host
+    removes the copies whose process is gone, never a live run's or another host's (a shared cache)."""
+    import socket
+    import subprocess
+    import sys
+
+    from hipporag.retrieval.library_bridge import owned_folder, remove_orphans
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    mine = owned_folder(tmp_path, "lightrag-")
+    orphan = tmp_path / f"lightrag-@{socket.gethostname()}@{gone.pid}@k1ll3d"
+    (orphan / "index").mkdir(parents=True)
+    elsewhere = tmp_path / f"graphrag-build-@another-host@{gone.pid}@xyz"
+    elsewhere.mkdir()
+    unnamed = tmp_path / "a-users-folder"
+    unnamed.mkdir()
+    assert remove_orphans(tmp_path) == 1
+    assert not orphan.exists() and mine.is_dir() and elsewhere.is_dir() and unnamed.is_dir()
+    assert remove_orphans(tmp_path) == 0

@@ -244,6 +244,7 @@ def test_a_library_step_that_fails_degrades_the_run_and_nothing_made_from_it_is_
     assert served.startswith("not stored: ") and "steps of its library failed" in served
     assert published(cache, "graphrag") == [] and not list((cache / "rankings").glob("*.npz"))
     assert "DEGRADED: graphrag:" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+    assert [p for p in (cache / "tmp").iterdir() if p.is_dir()] == []  # its working copies are gone with it
     run_cli(*args, f"hydra.run.dir={tmp_path / 'rerun'}", env=env)
     again = json.loads((tmp_path / "rerun" / "metrics.json").read_text())
     assert again["status"] == "ok" and "library_errors" not in again and again["methods"]["graphrag"]["recall@5"] > 0

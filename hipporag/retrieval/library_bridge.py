@@ -15,7 +15,10 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import logging
+import os
+import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -130,7 +133,7 @@ class Uncacheable(Exception):
         self.step_errors = list(step_errors or [])
 
 
-class LibraryStepError(UserError, RuntimeError):
+class LibraryStoppedError(UserError, RuntimeError):
     """The library stopped before it wrote an index that can be queried: the run stops in one line."""
 
     hint = "the library's log is in the run folder's run.log; fix what it names (a dependency, the server) and rerun"
@@ -151,9 +154,9 @@ def library_index(
     published folder is never written again: the library queries a copy under `work_root`, so whatever it
     writes at query time stays out of the cache. What the build spent (`counters`: the run's LLM and
     embedding cache, `core.meter`) is kept in the manifest as `spend`, for every later run's cost ledger."""
-    work_root.mkdir(parents=True, exist_ok=True)
+    remove_orphans(work_root)
     if cache_dir is None:
-        folder = Path(tempfile.mkdtemp(prefix=f"{library}-", dir=work_root))
+        folder = owned_folder(work_root, f"{library}-")
         try:
             stats = build(folder / "index")
         except Uncacheable as e:
@@ -170,7 +173,7 @@ def library_index(
                 stats = build(tmp / "index")
         except Uncacheable as e:
             # keep what was built for this run: moved out of the temporary folder `building` will remove
-            keep = Path(tempfile.mkdtemp(prefix=f"{library}-unpublished-", dir=work_root))
+            keep = owned_folder(work_root, f"{library}-unpublished-")
             shutil.move(str(e.folder), keep / "index")
             e.folder = keep / "index"
             failed.append(e)
@@ -193,7 +196,7 @@ def library_index(
         log.warning("%s: index not cached: %s (e.g. %s); a rerun asks again", library, e, e.failures[0])
         return e.folder, False, {"failures": e.failures, "step_errors": e.step_errors}
     log.info("%s: index %s %s", library, final.name, "loaded from cache" if loaded else "built")
-    work = Path(tempfile.mkdtemp(prefix=f"{library}-", dir=work_root))
+    work = owned_folder(work_root, f"{library}-")
     shutil.copytree(final / "index", work / "index")
     return work / "index", loaded, files["manifest.json"]
 
@@ -396,11 +399,49 @@ def work_root(cache_dir: Path | None) -> Path:
     return Path(cache_dir or Path.cwd()) / "tmp"
 
 
-def work_folder(cache_dir: Path | None, prefix: str) -> Path:
-    """A new folder of its own under `work_root` for one incremental index; its owner removes it."""
-    root = work_root(cache_dir)
+# a working folder's name says who made it (`<prefix>@<host>@<pid>@<random>`): a process that was killed leaves
+# its copies behind, and the next run on that host removes those whose process is gone (`remove_orphans`)
+OWNER = re.compile(r"@([^@/]+)@(\d+)@[^@/]*$")
+
+
+def owned_folder(root: Path, prefix: str) -> Path:
+    """A new working folder under `root`, named with this host and process (`OWNER`)."""
     root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}@{socket.gethostname()}@{os.getpid()}@", dir=root))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_orphans(root: Path) -> int:
+    """Remove the working folders under `root` that a process of this host made and that process is gone (a
+    run killed mid-query or mid-build); others' (another host of a shared cache, a live run) are left. Their count."""
+    if not root.is_dir():
+        return 0
+    host, removed = socket.gethostname(), 0
+    for folder in root.iterdir():
+        owner = OWNER.search(folder.name)
+        if folder.is_dir() and owner and owner.group(1) == host and not _alive(int(owner.group(2))):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    if removed:
+        log.info("removed %d working copies left under %s by runs that were killed", removed, root)
+    return removed
+
+
+def work_folder(cache_dir: Path | None, prefix: str) -> Path:
+    """A new folder of its own under `work_root` for one incremental index; its owner removes it (and the next
+    run, when its owner was killed: `remove_orphans`)."""
+    root = work_root(cache_dir)
+    remove_orphans(root)
+    return owned_folder(root, prefix)
 
 
 def register_library(name: str, *, options: type):

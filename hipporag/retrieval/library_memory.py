@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import logging
 import shutil
-import tempfile
 from pathlib import Path
 
 from hipporag.core.textnorm import passage_id
-from hipporag.retrieval.library_bridge import LibraryLLM, event_loop, work_folder
+from hipporag.retrieval.library_bridge import LibraryLLM, event_loop, owned_folder, work_folder
 from hipporag.retrieval.methods.base import Ranking
 
 log = logging.getLogger(__name__)
@@ -193,7 +192,7 @@ class GraphRAGMemory:
             raise LibraryStepError("graphrag: the incremental index holds no passage yet")
         position = {passage_id(p): i for i, p in enumerate(passages)}
         manifest = {"incremental": True}
-        scratch = Path(tempfile.mkdtemp(prefix="graphrag-query-", dir=self.root))
+        scratch = owned_folder(self.root, "graphrag-query-")
         try:
             return self.method.search(
                 self.lib, self.folder, scratch, self._llm(), self.dim, queries, self.asked, manifest, position.get

@@ -43,7 +43,6 @@ import logging
 import os
 import random
 import shutil
-import tempfile
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,9 +58,10 @@ from hipporag.retrieval.library_bridge import (
     LibraryEmbedder,
     LibraryLLM,
     LibraryMethod,
-    LibraryStepError,
+    LibraryStoppedError,
     Uncacheable,
     event_loop,
+    owned_folder,
     register_library,
 )
 from hipporag.retrieval.methods.base import Ranking, RetrievalContext
@@ -518,7 +518,7 @@ class GraphRAGMethod(LibraryMethod):
             {"id": ids, "title": ids, "text": texts, "human_readable_id": range(len(ids)), "raw_data": None}
         )
         folder.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix="graphrag-build-", dir=work_root))
+        scratch = owned_folder(work_root, "graphrag-build-")
         before = dict(llm.requests)
         try:
             config = self._config(lib, folder, scratch, llm, dim)
@@ -556,7 +556,7 @@ class GraphRAGMethod(LibraryMethod):
         if missing:
             shutil.rmtree(folder.parent, ignore_errors=True)
             failures = manifest.get("failures") or []
-            raise LibraryStepError(
+            raise LibraryStoppedError(
                 f"graphrag: indexing stopped before writing {', '.join(missing)} ({len(failures)} problems, e.g. "
                 f"{failures[0] if failures else 'none recorded'})"
             )
