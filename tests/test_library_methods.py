@@ -267,6 +267,26 @@ def test_graphrag_stopping_before_it_writes_its_tables_is_one_line(offline, tmp_
     assert published(cache, "graphrag") == []
 
 
+def test_a_slow_server_meets_the_sessions_deadline_and_the_rest_fail_unsent(offline, tmp_path):
+    """method.stage_timeout: a server answering every request slowly (0.4 s) against a 1 s budget for the whole
+    indexing session; the requests after it fail without being sent, counted as failures: degraded, unpublished."""
+    server, env, llm, home = offline
+    cache = tmp_path / "cache"
+    before = requests(server)
+    server.latency = lambda: 0.4
+    try:
+        args = ("run.py", "method=lightrag", "method.stage_timeout=1", "baseline=null", "read=false", *llm)
+        run_cli(*args, "tracker=none", f"cache_dir={cache}", f"hydra.run.dir={tmp_path / 'run'}", env=env, expect_rc=3)
+    finally:
+        server.latency = lambda: 0.0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    failed = metrics["llm_failures"]["lightrag/extract"]
+    sent = requests(server) - before
+    assert metrics["status"] == "degraded" and failed["failed"] > 0 and sent < failed["calls"]
+    assert failed["calls"] - failed["failed"] <= sent  # every request it counted as answered was sent
+    assert published(cache, "lightrag") == []
+
+
 def test_a_passage_longer_than_a_chunk_is_refused_before_any_request(offline, tmp_path):
     server, env, llm, home = offline
     before = requests(server)

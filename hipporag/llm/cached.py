@@ -112,6 +112,15 @@ class CachedLLM:
     def key(self, conversation: list[dict], params: dict) -> str:
         return text_hash(json.dumps({"messages": conversation, "decoding": params}, sort_keys=True))
 
+    def refuse(self, stage: str, why: str) -> None:
+        """Count a request its caller did not send (a library session past its deadline) as a failed request of
+        `stage`: the run's failure rate and `fail_on_llm_error` see it as they see any other."""
+        usage = self._stage(stage)
+        with self._lock:
+            usage.calls += 1
+            usage.errors += 1
+        self._failed(stage, why)
+
     def _stage(self, stage: str) -> LLMUsage:
         usage = self.usage.get(stage)
         if usage is None:

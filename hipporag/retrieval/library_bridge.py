@@ -72,7 +72,14 @@ class LibraryLLM:
     `LibraryLLMError` and is counted in `failures`; the library's own parameters (its temperature, token
     limits) are not forwarded: every row is decoded alike."""
 
-    def __init__(self, llm, library: str, max_new_tokens: int, classify: Callable[[list[dict]], str]):
+    def __init__(
+        self,
+        llm,
+        library: str,
+        max_new_tokens: int,
+        classify: Callable[[list[dict]], str],
+        stage_timeout: float | None = None,
+    ):
         if llm is None:
             raise RuntimeError(f"{library} needs an LLM (the run's llm=), got none")
         self.llm = llm
@@ -82,13 +89,33 @@ class LibraryLLM:
         self.failures: list[str] = []
         self.requests: Counter[str] = Counter()
         self._one_at_a_time = threading.Lock()
+        # the whole session's deadline (`method.stage_timeout`), from its first request; each request has its own
+        # (`llm.timeout` per attempt, within the request's budget)
+        self.stage_timeout = stage_timeout
+        self._deadline: float | None = None
 
     def stage(self, messages: list[dict]) -> str:
         return f"{self.library}/{self.classify(messages)}"
 
+    def _past_deadline(self, stage: str) -> str | None:
+        """Why a request is not sent: the session's deadline has passed (None while it has not)."""
+        if self.stage_timeout is None:
+            return None
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + self.stage_timeout
+        if now <= self._deadline:
+            return None
+        return f"{stage}: not sent, method.stage_timeout={self.stage_timeout:g} s had passed"
+
     def complete_sync(self, messages: list[dict]) -> str:
         stage = self.stage(messages)
         self.requests[stage] += 1
+        late = self._past_deadline(stage)
+        if late is not None:  # counted as a failed request of the stage: the run is degraded, nothing published
+            self.failures.append(late)
+            self.llm.refuse(stage, late)
+            raise LibraryLLMError(late)
         if self.llm.concurrent:
             g = self.llm.generate_one(messages, stage=stage, max_new_tokens=self.max_new_tokens)
         else:
@@ -326,7 +353,9 @@ class LibraryMethod:
     def library_llm(self, llm) -> LibraryLLM:
         """The run's LLM behind the library's completion hook, its requests capped at `method.max_new_tokens`
         and counted (`requests`, `failures`) from here on."""
-        return LibraryLLM(llm, self.library, self.options.max_new_tokens, self.classify)
+        return LibraryLLM(
+            llm, self.library, self.options.max_new_tokens, self.classify, getattr(self.options, "stage_timeout", None)
+        )
 
     def hooks(self, llm, embeddings) -> tuple[LibraryLLM, LibraryEmbedder, str]:
         """The run's LLM (`library_llm`) and embedding cache behind the library's hooks, and the instruction

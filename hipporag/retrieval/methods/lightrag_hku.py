@@ -82,6 +82,8 @@ class LightRAGOptions:
     summary_max_tokens: int = option(integer(1))
     language: str = option(text())
     max_new_tokens: int = option(integer(1))  # the answer budget of each of its LLM requests
+    # seconds its LLM requests may take in all, per session (indexing, querying); later requests fail unsent
+    stage_timeout: float | None = option(number(0, lo_open=True, optional=True))
 
 
 def classify(messages: list[dict]) -> str:

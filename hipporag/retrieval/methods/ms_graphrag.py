@@ -125,6 +125,8 @@ class GraphRAGOptions:
     use_lcc: bool = option(boolean())
     cluster_seed: int = option(integer(0))
     max_new_tokens: int = option(integer(1))  # the answer budget of each of its LLM requests
+    # seconds its LLM requests may take in all, per session (indexing, querying); later requests fail unsent
+    stage_timeout: float | None = option(number(0, lo_open=True, optional=True))
 
 
 # (marker, kind): the first marker found names a request; the first two are read in the last message only
