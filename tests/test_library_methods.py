@@ -287,6 +287,55 @@ def test_a_slow_server_meets_the_sessions_deadline_and_the_rest_fail_unsent(offl
     assert published(cache, "lightrag") == []
 
 
+def test_keyword_answers_lightrag_cannot_parse_are_counted_and_never_cached_as_a_good_ranking(offline, tmp_path):
+    """LightRAG goes on without keywords when it cannot parse their answer (in silence, R@5 0.925 -> 0.15 in the
+    issue): each is an unusable answer of lightrag/keywords, the run is degraded, the ranking is not stored."""
+    from library_scripts import library_answer
+
+    from hipporag.retrieval.methods.lightrag_hku import classify
+
+    server, env, llm, home = offline
+    cache = tmp_path / "cache"
+    server.answer = lambda messages: (
+        "Sure! Keywords: rivers, towns" if classify(messages) == "keywords" else (library_answer(messages))
+    )
+    try:
+        args = ("run.py", "method=lightrag", "baseline=null", "read=false", *llm, "tracker=none", f"cache_dir={cache}")
+        proc = run_cli(*args, f"hydra.run.dir={tmp_path / 'run'}", env=env, expect_rc=3)
+    finally:
+        server.answer = library_answer
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    unusable = metrics["unusable_answers"]["lightrag/keywords"]
+    assert metrics["status"] == "degraded" and unusable["unusable"] == unusable["of"] == 20 and unusable["above_max"]
+    served = metrics["rankings"]["lightrag"]["cache"]
+    assert served.startswith("not stored: 20 answers its library could not parse")
+    assert "unusable in stage lightrag/keywords" in proc.stdout
+
+
+def test_community_reports_graphrag_cannot_parse_never_make_a_good_index(offline, tmp_path):
+    """Every community report answer unparseable (NUL bytes, no JSON): GraphRAG logs each and cannot write its
+    reports table; the run stops in one line naming it, exit 2, nothing published, the errors in run.log."""
+    from library_scripts import library_answer
+
+    server, env, llm, home = offline
+    cache = tmp_path / "cache"
+    report = "Write a comprehensive report of a community"
+    server.answer = lambda messages: (
+        "\x00 not a report {"
+        if report in messages[-1]["content"] + messages[0]["content"]
+        else (library_answer(messages))
+    )
+    try:
+        args = ("run.py", "method=graphrag", "baseline=null", "read=false", *llm, "tracker=none", f"cache_dir={cache}")
+        proc = run_cli(*args, f"hydra.run.dir={tmp_path / 'run'}", env=env, expect_rc=2)
+    finally:
+        server.answer = library_answer
+    [line] = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    assert "graphrag: indexing stopped before writing community_reports" in line
+    assert published(cache, "graphrag") == [] and not (tmp_path / "run" / "metrics.json").exists()
+    assert "error generating community report" in (tmp_path / "run" / "run.log").read_text()
+
+
 def test_a_passage_longer_than_a_chunk_is_refused_before_any_request(offline, tmp_path):
     server, env, llm, home = offline
     before = requests(server)

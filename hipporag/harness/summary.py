@@ -153,9 +153,10 @@ def unusable_answers(usage: dict[str, StageUsage], openie, max_rate: float) -> d
     f = usage.get("filter")
     if f is not None and f.unusable:
         found["filter"] = (f.unusable, f.calls - f.errors, "filter answers")
-    for stage, u in usage.items():  # the judge's verdicts that were neither yes nor no (metric=llm_judge)
-        if stage.startswith("judge/") and u.unusable:
-            found[stage] = (u.unusable, u.calls - u.errors, "judge verdicts")
+    for stage, u in usage.items():  # the judge's verdicts neither yes nor no; a compared library's unparseable answers
+        if stage != "filter" and u.unusable:
+            what = "judge verdicts" if stage.startswith("judge/") else "answers its library could not parse"
+            found[stage] = (u.unusable, u.calls - u.errors, what)
     if openie.unusable:
         found["openie"] = (openie.unusable, openie.passages, "passages' OpenIE answers")
     out = {}

@@ -112,6 +112,12 @@ class CachedLLM:
     def key(self, conversation: list[dict], params: dict) -> str:
         return text_hash(json.dumps({"messages": conversation, "decoding": params}, sort_keys=True))
 
+    def count_unusable(self, stage: str) -> None:
+        """Count an answer of `stage` that came back but could not be used (its caller could not parse it)."""
+        usage = self._stage(stage)
+        with self._lock:
+            usage.unusable += 1
+
     def refuse(self, stage: str, why: str) -> None:
         """Count a request its caller did not send (a library session past its deadline) as a failed request of
         `stage`: the run's failure rate and `fail_on_llm_error` see it as they see any other."""

@@ -79,6 +79,7 @@ class LibraryLLM:
         max_new_tokens: int,
         classify: Callable[[list[dict]], str],
         stage_timeout: float | None = None,
+        usable: Callable[[str, str], bool] | None = None,
     ):
         if llm is None:
             raise RuntimeError(f"{library} needs an LLM (the run's llm=), got none")
@@ -87,6 +88,10 @@ class LibraryLLM:
         self.max_new_tokens = int(max_new_tokens)
         self.classify = classify
         self.failures: list[str] = []
+        # answers that came back but that the library cannot parse (`usable(kind, text)`, by the library's own
+        # rule): counted as unusable answers of their stage; a ranking made with them is not stored
+        self.usable = usable
+        self.unusable: list[str] = []
         self.requests: Counter[str] = Counter()
         self._one_at_a_time = threading.Lock()
         # the whole session's deadline (`method.stage_timeout`), from its first request; each request has its own
@@ -124,6 +129,9 @@ class LibraryLLM:
         if g.error is not None:
             self.failures.append(f"{stage}: {g.error}")
             raise LibraryLLMError(f"{stage}: LLM request failed: {g.error}")
+        if self.usable is not None and not self.usable(stage.split("/", 1)[1], g.text):
+            self.unusable.append(f"{stage}: {g.text[:120]!r}")
+            self.llm.count_unusable(stage)
         return g.text
 
     async def complete(self, messages: list[dict]) -> str:
@@ -295,6 +303,8 @@ class LibraryMethod:
     def __init__(self, options):
         self.options = options
         self.index_loaded = False
+        self.step_errors: list[str] = []  # its library's failed steps while building the index it queries
+        self.library_llms: list[LibraryLLM] = []  # the hooks it made: their failures and unusable answers
 
     # ------------------------------------------------------------------------ what an adapter writes
     @staticmethod
@@ -353,9 +363,26 @@ class LibraryMethod:
     def library_llm(self, llm) -> LibraryLLM:
         """The run's LLM behind the library's completion hook, its requests capped at `method.max_new_tokens`
         and counted (`requests`, `failures`) from here on."""
-        return LibraryLLM(
-            llm, self.library, self.options.max_new_tokens, self.classify, getattr(self.options, "stage_timeout", None)
+        made = LibraryLLM(
+            llm,
+            self.library,
+            self.options.max_new_tokens,
+            self.classify,
+            getattr(self.options, "stage_timeout", None),
+            self.usable,
         )
+        self.library_llms.append(made)
+        return made
+
+    @staticmethod
+    def usable(kind: str, text: str) -> bool:
+        """Whether the library can use an answer of this kind of request (an adapter names its library's rule)."""
+        return True
+
+    @property
+    def unusable_answers(self) -> list[str]:
+        """The answers of its requests, this method's so far, that its library could not parse."""
+        return [u for made in self.library_llms for u in made.unusable]
 
     def hooks(self, llm, embeddings) -> tuple[LibraryLLM, LibraryEmbedder, str]:
         """The run's LLM (`library_llm`) and embedding cache behind the library's hooks, and the instruction

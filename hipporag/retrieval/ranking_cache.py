@@ -168,6 +168,7 @@ def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict
         raise RankingContractError(f"method {name} broke the Ranking contract: {'; '.join(problems[:3])}")
     failed = (ctx.llm.failed_requests() if ctx.llm is not None else 0) - failed_before
     step_errors = list(getattr(instance, "step_errors", None) or [])  # a compared library's index that is broken
+    unusable = list(getattr(instance, "unusable_answers", None) or [])  # answers a compared library could not parse
     key = ranking_key(base, values, reads) if base else None
     unkeyed = unkeyed_reads(values, reads)
     if unkeyed:
@@ -179,6 +180,9 @@ def rank(method: Configured, ctx: RetrievalContext, queries, index, values: dict
     elif step_errors:
         why_not = f"{len(step_errors)} steps of its library failed (e.g. {step_errors[0][:160]})"
         log.warning("Rankings (%s): not cached: %s; a rerun builds its index again", name, why_not)
+    elif unusable:
+        why_not = f"{len(unusable)} answers its library could not parse (e.g. {unusable[0][:160]})"
+        log.warning("Rankings (%s): not cached: %s", name, why_not)
     elif key:
         save_rankings(ctx.cache_dir, key, rankings, made)
         record_reads(ctx.cache_dir, base, reads)

@@ -170,6 +170,17 @@ class LightRAGMethod(LibraryMethod):
     index_options, chunk_option = INDEX_OPTIONS, "chunk_token_size"
     classify = staticmethod(classify)
 
+    @staticmethod
+    def usable(kind: str, text: str) -> bool:
+        """A keyword answer LightRAG's own parser accepts (`_parse_keywords_payload`: it goes on without keywords
+        otherwise, in silence); its other answers are read as free text."""
+        if kind != "keywords":
+            return True
+        from lightrag.operate import _parse_keywords_payload
+
+        valid, high, low = _parse_keywords_payload(text)
+        return bool(valid)
+
     # ------------------------------------------------------------------ the library, behind our hooks
     def _rag(
         self,

@@ -536,6 +536,9 @@ class GraphRAGMethod(LibraryMethod):
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         errors = [f"{r.workflow}: {r.error!r}" for r in results if r.error is not None]
+        # what it logged as an error and went on past (a row it could not parse, a report it could not make): the
+        # index lacks it, so it is a failed step too, never a good index
+        errors += [f"logged: {line[:300]}" for line in logged]
         missing = [t for t in TABLES if not (folder / f"{t}.parquet").is_file()]
         stats = {"passages": len(ids), "library_errors_logged": len(logged)}
         if not missing:
