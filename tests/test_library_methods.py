@@ -336,6 +336,46 @@ def test_community_reports_graphrag_cannot_parse_never_make_a_good_index(offline
     assert "error generating community report" in (tmp_path / "run" / "run.log").read_text()
 
 
+@pytest.mark.parametrize("fault", ["a third of the requests fail", "malformed rows"])
+def test_graphrag_under_a_faulty_server_is_degraded_or_one_line_never_a_good_index(offline, tmp_path, fault):
+    """The issue's other GraphRAG faults: HTTP 503 on a third of its extraction requests, and extraction answers
+    whose rows are malformed (a field missing, a NUL byte). Never exit 0 with an index published from them: the
+    run is degraded (exit 3) or stops in one line (exit 2), and no traceback reaches the console."""
+    import hashlib
+
+    from library_scripts import library_answer
+
+    server, env, llm, home = offline
+    cache = tmp_path / "cache"
+    extraction = 'Format each entity as ("entity"'
+
+    def asked(messages) -> bool:
+        full = "\n".join(m["content"] for m in messages)
+        return extraction in full and int(hashlib.sha1(full.encode()).hexdigest(), 16) % 3 == 0
+
+    if fault == "a third of the requests fail":
+        server.fail = asked
+    else:
+        server.answer = lambda messages: (
+            '("entity"<|>\x00BROKEN)\n##\n("relationship"<|>ONLY ONE)\n<|COMPLETE|>'
+            if asked(messages)
+            else library_answer(messages)
+        )
+    try:
+        args = ("run.py", "method=graphrag", "baseline=null", "read=false", *llm, "tracker=none", f"cache_dir={cache}")
+        proc = run_cli(*args, f"hydra.run.dir={tmp_path / 'run'}", env=env, expect_rc=None)
+    finally:
+        server.fail = lambda messages: False
+        server.answer = library_answer
+    assert proc.returncode in (2, 3), proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stdout + proc.stderr and published(cache, "graphrag") == []
+    if proc.returncode == 3:
+        metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+        assert metrics["status"] == "degraded" and metrics["rankings"]["graphrag"]["cache"].startswith("not stored")
+    else:
+        assert len([x for x in proc.stderr.splitlines() if x.startswith("error: ")]) == 1
+
+
 def test_a_passage_longer_than_a_chunk_is_refused_before_any_request(offline, tmp_path):
     server, env, llm, home = offline
     before = requests(server)

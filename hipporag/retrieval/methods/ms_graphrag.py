@@ -42,6 +42,7 @@ import hashlib
 import logging
 import os
 import random
+import re
 import shutil
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -438,6 +439,25 @@ class GraphRAGMethod(LibraryMethod):
     index_options, chunk_option, chunk_word = INDEX_OPTIONS, "chunk_size", "text unit"
     classify = staticmethod(classify)
 
+    @staticmethod
+    def usable(kind: str, text: str) -> bool:
+        """An extraction answer (`extract`, `glean`) whose every record GraphRAG's parser keeps (its
+        `_process_result`: an entity of 4 fields or more, a relationship of 5; it drops any other row in silence,
+        as it does a NUL byte's record); its other answers are read as free text."""
+        if kind not in ("extract", "glean"):
+            return True
+        from graphrag.index.operations.extract_graph import graph_extractor as g
+
+        for raw in text.split(g.RECORD_DELIMITER):
+            record = re.sub(r"^\(|\)$", "", raw.strip())
+            if not record or record == g.COMPLETION_DELIMITER:
+                continue
+            fields = record.split(g.TUPLE_DELIMITER)
+            wanted = {'"entity"': 4, '"relationship"': 5}.get(fields[0])
+            if wanted is None or len(fields) < wanted or "\x00" in record:
+                return False
+        return True
+
     @classmethod
     def import_library(cls) -> None:
         """graphrag's modules as the adapter imports them (`library()`: its environment set first)."""
@@ -503,8 +523,9 @@ class GraphRAGMethod(LibraryMethod):
         ids, texts = self.documents(passages)
         stats, problems = self.index_documents(library(), folder, llm, dim, ids, texts, work_root)
         stats = {"passages": stats.pop("passages"), "repeated": len(passages) - len(ids), **stats}
-        if problems:
-            raise Uncacheable(folder, problems, step_errors=[p for p in problems if p not in llm.failures])
+        if problems or llm.unusable:  # an answer it dropped in silence: the index lacks it, never published
+            step_errors = [p for p in problems if p not in llm.failures]
+            raise Uncacheable(folder, problems + llm.unusable, step_errors=step_errors)
         return stats
 
     def index_documents(
