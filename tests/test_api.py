@@ -97,6 +97,7 @@ def test_a_corpus_in_memory_is_indexed_and_ranked_as_a_run_over_the_same_passage
     dataset = load_dataset(settings().dataset)
     corpus = hipporag.Corpus(dataset.passage_texts(), cache)
     assert corpus.index.key == run.record.index.key
+    assert corpus.pipeline.extractor._nlp is None  # every passage's OpenIE was cached: spaCy never loaded
     questions = [q.question for q in dataset.queries]
     for method in ("hipporag2", "dense"):
         got = corpus.retrieve(questions, f"method={method}")

