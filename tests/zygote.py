@@ -41,8 +41,10 @@ def _warm_up() -> None:
     """What every process pays once, at its first model load, whatever the model, done here so that no child
     pays it: transformers builds its table of checkpoint conversions (about 1,100 regular expressions, 0.7 s)
     at the first `from_pretrained` and keeps it for the process. Nothing here loads a model or runs torch."""
-    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
-
+    try:
+        from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+    except ImportError:  # a transformers without that table: nothing to build ahead
+        return
     get_checkpoint_conversion_mapping("bert")
 
 
