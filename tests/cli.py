@@ -42,21 +42,23 @@ def run_cli(
     """`python <args>` from the repository root (or `cwd`) with the hub offline; fails the test unless it
     exits with `expect_rc` (0 by default; -9 for a process killed by SIGKILL; None: any, the caller checks). The process is a fork of the
     test session's zygote (tests/zygote.py: imports done once), or a fresh interpreter with `fresh=True`, when
-    a start-up variable differs from the zygote's (STARTUP), or with HIPPORAG_TEST_FRESH=1."""
+    a start-up variable differs from the zygote's (STARTUP; a PYTHONPATH the fork puts on its path, unless a
+    folder on it shadows a module the zygote imported), or with HIPPORAG_TEST_FRESH=1."""
     full_env = cli_env(env)
-    if fresh or os.environ.get("HIPPORAG_TEST_FRESH") == "1" or not _zygote_can_run(full_env):
+    proc = None
+    if not (fresh or os.environ.get("HIPPORAG_TEST_FRESH") == "1" or not _zygote_can_run(full_env)):
+        proc = _zygote().run(list(args), full_env, Path(cwd or ROOT), timeout)
+    if proc is None:  # the zygote cannot run it as a fresh interpreter would (tests/zygote.py `_can_fork`)
         proc = subprocess.run(
             [sys.executable, *args], cwd=cwd or ROOT, env=full_env, capture_output=True, text=True, timeout=timeout
         )
-    else:
-        proc = _zygote().run(list(args), full_env, Path(cwd or ROOT), timeout)
     assert expect_rc is None or proc.returncode == expect_rc, proc.stdout[-3000:] + proc.stderr[-5000:]
     return proc
 
 
 # variables an interpreter reads when it starts (PYTHON*), or the preloaded libraries when they are imported (the hub's
 # folders and mode, BLAS and OpenMP threads, the dynamic loader): a command with other values than the zygote's runs
-# in a fresh interpreter. Variables read when a library is used, not imported, are not here: libraries set some of
+# in a fresh interpreter, but for PYTHONPATH, which a fork can apply (tests/zygote.py). Variables read when a library is used, not imported, are not here: libraries set some of
 # them in the test process (colbert-ai and transformers set TOKENIZERS_PARALLELISM), which would end every fork
 STARTUP = re.compile(r"^(PYTHON|HF_|HUGGINGFACE|TRANSFORMERS|OMP_|MKL_|OPENBLAS|GOTO|LD_)")
 
@@ -81,7 +83,8 @@ class Zygote:
         atexit.register(self.close)
         self.numbers = itertools.count(1)
 
-    def run(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    def run(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess | None:
+        """The command's run in a fork, or None when the zygote says a fork would not run it as `python` does."""
         n = next(self.numbers)  # one pair of files per command, whichever thread asks
         out, err = self.folder / f"{n}.out", self.folder / f"{n}.err"
         request = {"argv": argv, "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
@@ -90,6 +93,8 @@ class Zygote:
             conn.sendall((json.dumps({**request, "timeout": timeout}) + "\n").encode())
             with conn.makefile("r") as lines:
                 answer = json.loads(lines.readline())
+        if answer.get("fresh"):
+            return None
         stdout, stderr = (p.read_text() for p in (out, err))  # universal newlines, strict decoding: as text=True
         out.unlink()
         err.unlink()
@@ -116,6 +121,8 @@ def _zygote() -> Zygote:
 def _zygote_can_run(env: dict) -> bool:
     base = _ZYGOTE.env if _ZYGOTE is not None else _zygote_env()
     names = {k for k in (*env, *base) if STARTUP.match(k)}
+    if not base.get("PYTHONPATH"):  # a fork puts the command's PYTHONPATH on its path (the zygote may refuse)
+        names.discard("PYTHONPATH")
     return all(env.get(k) == base.get(k) for k in names)
 
 

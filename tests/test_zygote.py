@@ -4,6 +4,7 @@ start-up variables differ from the zygote's gets a fresh interpreter."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
@@ -77,3 +78,36 @@ def test_a_start_up_variable_gets_a_fresh_interpreter(tmp_path):
     script.write_text("print(hash('hipporag'))\n")
     seeded = [run_cli(str(script), env={"PYTHONHASHSEED": seed}).stdout for seed in ("0", "0", "1")]
     assert seeded[0] == seeded[1] != seeded[2]  # the seed took effect: each was a new interpreter
+
+
+def test_a_pythonpath_is_applied_in_the_fork_as_at_a_fresh_start_unless_it_shadows_an_import(tmp_path):
+    """The library tests' network guard is a sitecustomize on PYTHONPATH: a fork puts the folders on its path
+    and runs the sitecustomize before the script, as `site` does (its error too); a folder that holds a module
+    the zygote has imported already (torch) gets a fresh interpreter, which imports the folder's."""
+    guard = tmp_path / "guard"
+    guard.mkdir()
+    (guard / "sitecustomize.py").write_text("import os, sys\nprint('guarded', os.getpid() > 0, sys.argv)\n")
+    (guard / "helper_module.py").write_text("WHERE = 'guard folder'\n")
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import sys, helper_module\nprint(helper_module.WHERE, sys.path[0], sys.path[1])\n"
+        "print('forked' if 'torch' in sys.modules else 'fresh')\n"  # the zygote has imported torch
+    )
+    env = {"PYTHONPATH": f"{guard}{os.pathsep}"}
+    fresh, forked = both(str(script), expect_rc=0, cwd=tmp_path, env=env)
+    assert forked.stdout.splitlines()[:-1] == fresh.stdout.splitlines()[:-1]
+    assert forked.stdout.splitlines() == [f"guarded True ['{script}']", f"guard folder {tmp_path} {guard}", "forked"]
+    assert fresh.stdout.splitlines()[-1] == "fresh"
+    (guard / "sitecustomize.py").write_text("raise ValueError('planted')\n")
+    fresh, forked = both(str(script), expect_rc=0, cwd=tmp_path, env=env)
+    assert (
+        forked.stderr
+        == fresh.stderr
+        == "Error in sitecustomize; set PYTHONVERBOSE for traceback:\nValueError: planted\n"
+    )
+    shadow = tmp_path / "shadow" / "torch"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("print('the planted torch')\n")
+    (tmp_path / "uses_torch.py").write_text("import os, torch\nprint(os.getppid())\n")
+    shadowed = run_cli(str(tmp_path / "uses_torch.py"), cwd=tmp_path, env={"PYTHONPATH": str(shadow.parent)})
+    assert shadowed.stdout.splitlines()[0] == "the planted torch"  # a fresh interpreter's import, not the zygote's

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 
 PRELOAD = (
     "hipporag.entry",
@@ -48,6 +49,42 @@ def _warm_up() -> None:
     get_checkpoint_conversion_mapping("bert")
 
 
+def _python_path(request: dict) -> list[str]:
+    """The folders a fresh interpreter would put on its path from the request's PYTHONPATH, as it would (made
+    absolute from its folder, an empty entry that folder): the zygote started without one (tests/cli.py)."""
+    value = request["env"].get("PYTHONPATH", "")
+    return [os.path.normpath(os.path.join(request["cwd"], entry)) for entry in value.split(os.pathsep)] if value else []
+
+
+def _can_fork(request: dict) -> bool:
+    """Whether a fork runs the request as a fresh interpreter would under its PYTHONPATH: not when a folder on it
+    holds a module or package that the zygote has imported already (a fresh interpreter would import the
+    folder's instead), nor when the zygote ran a sitecustomize of its own."""
+    folders = [Path(entry) for entry in _python_path(request)]
+    if not folders:
+        return True
+    if "sitecustomize" in sys.modules:
+        return False
+    names = {entry.name.split(".")[0] for folder in folders if folder.is_dir() for entry in folder.iterdir()}
+    return not any(name in sys.modules for name in names)
+
+
+def _run_sitecustomize(folders: list[str]) -> None:
+    """What `site` does at a fresh interpreter's start with a sitecustomize on PYTHONPATH: import it, and on an
+    error print the same two lines and go on."""
+    if not any(
+        Path(folder, "sitecustomize.py").is_file() or Path(folder, "sitecustomize").is_dir() for folder in folders
+    ):
+        return
+    try:
+        import sitecustomize  # noqa: F401 (its import is what it does)
+    except Exception as error:  # noqa: BLE001 (site prints it and goes on)
+        print(
+            f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(error).__name__}: {error}",
+            file=sys.stderr,
+        )
+
+
 def _run(request: dict) -> None:
     """In the child: the command line, as `python ARGV...` would run it; returns only if the script does."""
     import runpy
@@ -60,9 +97,13 @@ def _run(request: dict) -> None:
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
     argv = request["argv"]
+    folders = _python_path(request)
+    sys.path[0:1] = folders  # before the standard library, as PYTHONPATH goes; the script's folder comes below
+    sys.argv = ["-m", *argv[2:]] if argv[0] == "-m" else list(argv)  # what `site` sees: the module not yet named
+    _run_sitecustomize(folders)
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]  # runpy puts the module's file in argv[0], as python -m does
-        sys.path[0] = os.getcwd()
+        sys.path.insert(0, os.getcwd())
         # python -m warns so only when the package's own import imported the module; here the zygote did
         warnings.filterwarnings(
             "ignore", message=".*found in sys.modules after import of package", category=RuntimeWarning
@@ -70,7 +111,7 @@ def _run(request: dict) -> None:
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
         sys.argv = list(argv)
-        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+        sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
         runpy.run_path(argv[0], run_name="__main__")
 
 
@@ -117,6 +158,10 @@ def serve(path: str) -> None:
             conn, _ = listener.accept()
             with conn.makefile("r") as lines:
                 request = json.loads(lines.readline())
+            if not _can_fork(request):
+                conn.sendall(b'{"fresh": true}\n')
+                conn.close()
+                continue
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
