@@ -1,8 +1,14 @@
 import fcntl
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+# the README's test install skips pip's byte-compiling (every module of every package); the session writes the
+# byte-code of what it imports instead, once, for every process it starts, even where the machine sets
+# PYTHONDONTWRITEBYTECODE (CI does: without this, each process compiled torch's modules again)
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
