@@ -7,11 +7,14 @@ import itertools
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,22 +88,27 @@ class Zygote:
 
     def run(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess | None:
         """The command's run in a fork, or None when the zygote says a fork would not run it as `python` does."""
+        started = self.start(argv, env, cwd, timeout)
+        if started is None:
+            return None
+        stdout, stderr = started.communicate()
+        return subprocess.CompletedProcess(started.args, started.returncode, stdout, stderr)
+
+    def start(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> ForkedProcess | None:
+        """The command started in a fork (its pid known), or None as `run`."""
         n = next(self.numbers)  # one pair of files per command, whichever thread asks
         out, err = self.folder / f"{n}.out", self.folder / f"{n}.err"
         request = {"argv": argv, "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.connect(str(self.socket))
-            conn.sendall((json.dumps({**request, "timeout": timeout}) + "\n").encode())
-            with conn.makefile("r") as lines:
-                answer = json.loads(lines.readline())
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(self.socket))
+        conn.sendall((json.dumps({**request, "timeout": timeout}) + "\n").encode())
+        started = ForkedProcess([sys.executable, *argv], conn, out, err, timeout)
+        answer = started.answer(wait=None)
         if answer.get("fresh"):
+            conn.close()
             return None
-        stdout, stderr = (p.read_text() for p in (out, err))  # universal newlines, strict decoding: as text=True
-        out.unlink()
-        err.unlink()
-        if answer.get("timeout"):
-            raise subprocess.TimeoutExpired([sys.executable, *argv], timeout, stdout, stderr)
-        return subprocess.CompletedProcess([sys.executable, *argv], answer["rc"], stdout, stderr)
+        started.pid = answer["pid"]
+        return started
 
     def close(self) -> None:
         self.process.kill()
@@ -108,7 +116,82 @@ class Zygote:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class ForkedProcess:
+    """A command running in a fork of the zygote, used as the tests use `subprocess.Popen` with text pipes:
+    `pid`, `send_signal`, `poll`, `communicate` (its stdout and stderr whole), `returncode`."""
+
+    def __init__(self, args: list[str], conn: socket.socket, out: Path, err: Path, timeout: float) -> None:
+        self.args, self.pid, self.returncode = args, None, None
+        self._conn, self._out, self._err, self._timeout = conn, out, err, timeout
+        self._buffer = b""
+        self._output: tuple[str, str] | None = None
+        self._timed_out = False
+
+    def answer(self, wait: float | None) -> dict | None:
+        """The zygote's next line: waiting at most `wait` seconds (None: as long as it takes), None if none came."""
+        deadline = None if wait is None else time.monotonic() + wait
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._conn], [], [], left)[0]:
+                return None
+            chunk = self._conn.recv(65536)
+            if not chunk:
+                raise RuntimeError(f"the zygote closed the connection of {self.args}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            answer = self.answer(wait=0)
+            if answer is not None:
+                self._ended(answer)
+        return self.returncode
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        if self.returncode is None:
+            answer = self.answer(wait=timeout)
+            if answer is None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self._ended(answer)
+        if self._output is None:
+            self._output = tuple(p.read_text() for p in (self._out, self._err))  # universal newlines, strict
+            self._out.unlink()
+            self._err.unlink()
+        if self._timed_out:
+            raise subprocess.TimeoutExpired(self.args, self._timeout, *self._output)
+        return self._output
+
+    def _ended(self, answer: dict) -> None:
+        self._timed_out = bool(answer.get("timeout"))
+        self.returncode = -signal.SIGKILL if self._timed_out else answer["rc"]
+        self._conn.close()
+
+
 _ZYGOTE: Zygote | None = None
+
+
+def popen_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 900):
+    """`python <args>` started, not waited for, as `run_cli` runs it (a fork of the zygote, or a fresh interpreter
+    under the same conditions): for tests that run several at once or signal one. A `subprocess.Popen` with
+    text pipes, or a `ForkedProcess` that answers the same calls."""
+    full_env = cli_env(env)
+    if os.environ.get("HIPPORAG_TEST_FRESH") != "1" and _zygote_can_run(full_env):
+        started = _zygote().start(list(args), full_env, Path(cwd or ROOT), timeout)
+        if started is not None:
+            return started
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=cwd or ROOT,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _zygote() -> Zygote:

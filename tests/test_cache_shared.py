@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from cli import ROOT, cli_env
+from cli import ROOT, cli_env, popen_cli
 
 from hipporag.cache import fs, segments
 from hipporag.cache.folders import building
@@ -317,15 +317,7 @@ def test_two_runs_at_once_on_a_shared_mode_cache_give_the_local_numbers(tmp_path
         "shared2": ("cache_mode=shared", f"cache_dir={tmp_path / 'shared'}"),
     }
     procs = {
-        name: subprocess.Popen(
-            [sys.executable, "run.py", *settings, *extra, f"hydra.run.dir={tmp_path / name}"],
-            cwd=ROOT,
-            env=cli_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name, extra in runs.items()
+        name: popen_cli("run.py", *settings, *extra, f"hydra.run.dir={tmp_path / name}") for name, extra in runs.items()
     }
     for p in procs.values():
         out, err = p.communicate(timeout=900)

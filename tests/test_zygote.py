@@ -111,3 +111,30 @@ def test_a_pythonpath_is_applied_in_the_fork_as_at_a_fresh_start_unless_it_shado
     (tmp_path / "uses_torch.py").write_text("import os, torch\nprint(os.getppid())\n")
     shadowed = run_cli(str(tmp_path / "uses_torch.py"), cwd=tmp_path, env={"PYTHONPATH": str(shadow.parent)})
     assert shadowed.stdout.splitlines()[0] == "the planted torch"  # a fresh interpreter's import, not the zygote's
+
+
+def test_a_started_command_is_polled_signalled_and_waited_for_as_a_popen(tmp_path):
+    """`popen_cli`: the tests that run several commands at once or signal one get a fork too, with Popen's calls."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cli import ForkedProcess, popen_cli
+
+    script = tmp_path / "wait.py"
+    script.write_text("import pathlib, sys, time\npathlib.Path(sys.argv[1]).touch()\ntime.sleep(60)\n")
+    ended = []
+    for start in (popen_cli, lambda *a, cwd: subprocess.Popen([sys.executable, *a], cwd=cwd, text=True, stderr=-1)):
+        up = tmp_path / f"up{len(ended)}"
+        proc = start(str(script), str(up), cwd=tmp_path)
+        while not up.exists():
+            time.sleep(0.02)
+        assert proc.poll() is None and (tmp_path / "wait.py").is_file()
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.communicate(timeout=0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        ended.append((proc.returncode, proc.poll(), err.strip().splitlines()[-1]))
+        assert isinstance(proc, ForkedProcess) == (len(ended) == 1)
+    assert ended[0] == ended[1] == (-signal.SIGINT, -signal.SIGINT, "KeyboardInterrupt")

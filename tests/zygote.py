@@ -9,8 +9,9 @@ start-up variables (PYTHONHASHSEED, the hub's folders, thread counts): `tests/cl
 processes. Started by `tests/cli.py`, never by hand: `python tests/zygote.py SOCKET`.
 
 The protocol: one JSON request per connection ({"argv", "env", "cwd", "stdout", "stderr", "timeout"}), one JSON
-answer when the child has ended ({"rc"} as subprocess gives it, negative for a signal; {"timeout": true} when it
-was killed at its deadline). The zygote serves connections concurrently and ends when its parent does.
+line when the child is forked ({"pid"}), and one when it has ended ({"rc"} as subprocess gives it, negative for a
+signal; {"timeout": true} when it was killed at its deadline); or, instead of both, {"fresh": true} when a fork
+would not run the request as a fresh interpreter would (`_can_fork`). The zygote serves connections concurrently and ends when its parent does.
 """
 
 from __future__ import annotations
@@ -170,6 +171,10 @@ def serve(path: str) -> None:
                 conn.close()
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 _child(request)
+            try:
+                conn.sendall((json.dumps({"pid": pid}) + "\n").encode())  # for the client that signals it
+            except OSError:
+                pass
             children[pid] = (conn, time.monotonic() + request["timeout"])
         for pid in list(children):
             done, status = os.waitpid(pid, os.WNOHANG)
