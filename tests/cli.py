@@ -43,10 +43,11 @@ def run_cli(
     fresh: bool = False,
 ) -> subprocess.CompletedProcess:
     """`python <args>` from the repository root (or `cwd`) with the hub offline; fails the test unless it
-    exits with `expect_rc` (0 by default; -9 for a process killed by SIGKILL; None: any, the caller checks). The process is a fork of the
-    test session's zygote (tests/zygote.py: imports done once), or a fresh interpreter with `fresh=True`, when
-    a start-up variable differs from the zygote's (STARTUP; a PYTHONPATH the fork puts on its path, unless a
-    folder on it shadows a module the zygote imported), or with HIPPORAG_TEST_FRESH=1."""
+    exits with `expect_rc` (0 by default; -9 for a process killed by SIGKILL; None: any, the caller checks).
+    The process is a fork of the test session's zygote (tests/zygote.py: imports done once), or a fresh
+    interpreter with `fresh=True`, when a start-up variable differs from the zygote's (STARTUP; a PYTHONPATH
+    the fork puts on its path, unless a folder on it shadows a module the zygote imported), or with
+    HIPPORAG_TEST_FRESH=1."""
     full_env = cli_env(env)
     proc = None
     if not (fresh or os.environ.get("HIPPORAG_TEST_FRESH") == "1" or not _zygote_can_run(full_env)):
@@ -61,8 +62,9 @@ def run_cli(
 
 # variables an interpreter reads when it starts (PYTHON*), or the preloaded libraries when they are imported (the hub's
 # folders and mode, BLAS and OpenMP threads, the dynamic loader): a command with other values than the zygote's runs
-# in a fresh interpreter, but for PYTHONPATH, which a fork can apply (tests/zygote.py). Variables read when a library is used, not imported, are not here: libraries set some of
-# them in the test process (colbert-ai and transformers set TOKENIZERS_PARALLELISM), which would end every fork
+# in a fresh interpreter, but for PYTHONPATH, which a fork can apply (tests/zygote.py). Variables read when a
+# library is used, not imported, are not here: libraries set some of them in the test process (colbert-ai and
+# transformers set TOKENIZERS_PARALLELISM), which would end every fork
 STARTUP = re.compile(r"^(PYTHON|HF_|HUGGINGFACE|TRANSFORMERS|OMP_|MKL_|OPENBLAS|GOTO|LD_)")
 
 

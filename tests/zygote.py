@@ -11,7 +11,8 @@ processes. Started by `tests/cli.py`, never by hand: `python tests/zygote.py SOC
 The protocol: one JSON request per connection ({"argv", "env", "cwd", "stdout", "stderr", "timeout"}), one JSON
 line when the child is forked ({"pid"}), and one when it has ended ({"rc"} as subprocess gives it, negative for a
 signal; {"timeout": true} when it was killed at its deadline); or, instead of both, {"fresh": true} when a fork
-would not run the request as a fresh interpreter would (`_can_fork`). The zygote serves connections concurrently and ends when its parent does.
+would not run the request as a fresh interpreter would (`_can_fork`). The zygote serves connections
+concurrently and ends when its parent does.
 """
 
 from __future__ import annotations
