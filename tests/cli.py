@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import json
 import os
@@ -47,15 +48,16 @@ def run_cli(
     The process is a fork of the test session's zygote (tests/zygote.py: imports done once), or a fresh
     interpreter with `fresh=True`, when a start-up variable differs from the zygote's (STARTUP; a PYTHONPATH
     the fork puts on its path, unless a folder on it shadows a module the zygote imported), or with
-    HIPPORAG_TEST_FRESH=1."""
-    full_env = cli_env(env)
-    proc = None
-    if not (fresh or os.environ.get("HIPPORAG_TEST_FRESH") == "1" or not _zygote_can_run(full_env)):
-        proc = _zygote().run(list(args), full_env, Path(cwd or ROOT), timeout)
-    if proc is None:  # the zygote cannot run it as a fresh interpreter would (tests/zygote.py `_can_fork`)
-        proc = subprocess.run(
-            [sys.executable, *args], cwd=cwd or ROOT, env=full_env, capture_output=True, text=True, timeout=timeout
-        )
+    HIPPORAG_TEST_FRESH=1. Past `timeout` it is killed and TimeoutExpired raised, as `subprocess.run` does."""
+    started = popen_cli(*args, env=env, cwd=cwd, timeout=timeout, fresh=fresh)
+    try:
+        stdout, stderr = started.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        started.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a fork the zygote ended says so again
+            started.communicate()
+        raise
+    proc = subprocess.CompletedProcess(started.args, started.returncode, stdout, stderr)
     assert expect_rc is None or proc.returncode == expect_rc, proc.stdout[-3000:] + proc.stderr[-5000:]
     return proc
 
@@ -88,16 +90,9 @@ class Zygote:
         atexit.register(self.close)
         self.numbers = itertools.count(1)
 
-    def run(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> subprocess.CompletedProcess | None:
-        """The command's run in a fork, or None when the zygote says a fork would not run it as `python` does."""
-        started = self.start(argv, env, cwd, timeout)
-        if started is None:
-            return None
-        stdout, stderr = started.communicate()
-        return subprocess.CompletedProcess(started.args, started.returncode, stdout, stderr)
-
     def start(self, argv: list[str], env: dict, cwd: Path, timeout: float) -> ForkedProcess | None:
-        """The command started in a fork (its pid known), or None as `run`."""
+        """The command started in a fork (its pid known), or None when the zygote says a fork would not run it as
+        `python` does."""
         n = next(self.numbers)  # one pair of files per command, whichever thread asks
         out, err = self.folder / f"{n}.out", self.folder / f"{n}.err"
         request = {"argv": argv, "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
@@ -120,7 +115,7 @@ class Zygote:
 
 class ForkedProcess:
     """A command running in a fork of the zygote, used as the tests use `subprocess.Popen` with text pipes:
-    `pid`, `send_signal`, `poll`, `communicate` (its stdout and stderr whole), `returncode`."""
+    `pid`, `send_signal`, `kill`, `poll`, `communicate` (its stdout and stderr whole), `returncode`."""
 
     def __init__(self, args: list[str], conn: socket.socket, out: Path, err: Path, timeout: float) -> None:
         self.args, self.pid, self.returncode = args, None, None
@@ -146,6 +141,10 @@ class ForkedProcess:
     def send_signal(self, signum: int) -> None:
         if self.returncode is None:
             os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):  # it ended before the zygote said so
+            self.send_signal(signal.SIGKILL)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -177,12 +176,12 @@ class ForkedProcess:
 _ZYGOTE: Zygote | None = None
 
 
-def popen_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 900):
-    """`python <args>` started, not waited for, as `run_cli` runs it (a fork of the zygote, or a fresh interpreter
-    under the same conditions): for tests that run several at once or signal one. A `subprocess.Popen` with
-    text pipes, or a `ForkedProcess` that answers the same calls."""
+def popen_cli(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 900, fresh: bool = False):
+    """`python <args>` started, not waited for, in a fork of the zygote or a fresh interpreter as `run_cli` says:
+    for tests that run several at once or signal one. A `subprocess.Popen` with text pipes, or a `ForkedProcess`
+    that answers the same calls (the zygote kills it past `timeout`)."""
     full_env = cli_env(env)
-    if os.environ.get("HIPPORAG_TEST_FRESH") != "1" and _zygote_can_run(full_env):
+    if not (fresh or os.environ.get("HIPPORAG_TEST_FRESH") == "1" or not _zygote_can_run(full_env)):
         started = _zygote().start(list(args), full_env, Path(cwd or ROOT), timeout)
         if started is not None:
             return started

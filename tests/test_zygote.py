@@ -135,3 +135,30 @@ def test_a_started_command_is_polled_signalled_and_waited_for_as_a_popen(tmp_pat
         ended.append((proc.returncode, proc.poll(), err.strip().splitlines()[-1]))
         assert isinstance(proc, ForkedProcess) == (len(ended) == 1)
     assert ended[0] == ended[1] == (-signal.SIGINT, -signal.SIGINT, "KeyboardInterrupt")
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_command_past_its_timeout_is_killed_and_raises_as_subprocess_run_does(tmp_path, fresh):
+    """`run_cli(timeout=...)`: TimeoutExpired, and the process is gone afterwards, forked or fresh."""
+    script = tmp_path / "hang.py"
+    script.write_text("import os, pathlib, sys, time\npathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
+                      "time.sleep(60)\n")  # fmt: skip
+    pid_file = tmp_path / "pid"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_cli(str(script), str(pid_file), cwd=tmp_path, timeout=3, fresh=fresh)
+    assert time.monotonic() - started < 30
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, killed but not yet waited for by its parent, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
