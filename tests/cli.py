@@ -140,11 +140,11 @@ class ForkedProcess:
 
     def send_signal(self, signum: int) -> None:
         if self.returncode is None:
-            os.kill(self.pid, signum)
+            with contextlib.suppress(ProcessLookupError):  # it ended before the zygote said so (as Popen's)
+                os.kill(self.pid, signum)
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):  # it ended before the zygote said so
-            self.send_signal(signal.SIGKILL)
+        self.send_signal(signal.SIGKILL)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -208,6 +208,15 @@ def _zygote_can_run(env: dict) -> bool:
     if not base.get("PYTHONPATH"):  # a fork puts the command's PYTHONPATH on its path (the zygote may refuse)
         names.discard("PYTHONPATH")
     return all(env.get(k) == base.get(k) for k in names)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs: not gone, and not a zombie waiting for a parent that does not reap it (a container's
+    init may not), nor dead."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
 
 
 def free_port() -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli import DATA, ROOT, popen_cli, run_cli
+from cli import DATA, ROOT, alive, popen_cli, run_cli
 
 pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
@@ -544,13 +544,6 @@ def _children(pid: int) -> list[int]:
         return []
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] not in "ZX"
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not TWOWIKI.is_file(), reason=f"needs {TWOWIKI} (a corpus of 256+ passages: spaCy's pool)")
 def test_sigterm_during_openie_ends_the_workers_and_exits_143_in_one_line(tmp_path):
     cache = tmp_path / "cache"
@@ -578,7 +571,7 @@ def test_sigterm_during_openie_ends_the_workers_and_exits_143_in_one_line(tmp_pa
     assert err.rstrip().splitlines()[-1] == "terminated (SIGTERM); the cache is kept and a rerun resumes"
     assert "Traceback" not in out + err
     time.sleep(0.5)
-    assert not [w for w in workers if _alive(w)], "spaCy workers left running as orphans"
+    assert not [w for w in workers if alive(w)], "spaCy workers left running as orphans"
     assert "terminated (SIGTERM)" in (tmp_path / "cut" / "run.log").read_text()
 
 

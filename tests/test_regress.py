@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli import ROOT, run_cli
+from cli import ROOT, alive, run_cli
 
 from hipporag import regress
 from hipporag.recheck import regressions as rg
@@ -211,14 +211,6 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    """Running, not a zombie waiting for a parent that does not reap (a container's init may not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 @pytest.mark.parametrize("sig, rc", [("SIGKILL", -9), ("SIGTERM", 143), ("SIGINT", 130)])
@@ -255,9 +247,9 @@ def test_a_stopped_regress_stops_its_run(tmp_path, sig, rc):
     _, err = parent.communicate(timeout=90)
     assert parent.returncode == rc, err
     deadline = time.monotonic() + 15
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(child), f"the run {child} outlived `hipporag regress` ({sig})"
+    assert not alive(child), f"the run {child} outlived `hipporag regress` ({sig})"
     log = (out / "held" / "run.log").read_text()
     assert "terminated (SIGTERM); the cache is kept and a rerun resumes" in log
     if sig != "SIGKILL":

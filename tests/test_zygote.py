@@ -12,7 +12,7 @@ import textwrap
 import time
 
 import pytest
-from cli import ForkedProcess, popen_cli, run_cli
+from cli import ForkedProcess, alive, popen_cli, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -150,15 +150,6 @@ def test_a_command_past_its_timeout_is_killed_and_raises_as_subprocess_run_does(
     assert time.monotonic() - started < 30
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and alive(pid):
         time.sleep(0.05)
-    assert not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, killed but not yet waited for by its parent, counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert not alive(pid)
