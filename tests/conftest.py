@@ -4,7 +4,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-# the README's test install skips pip's byte-compiling (every module of every package); the session writes the
+# the README's test install (uv, like pip's --no-compile) byte-compiles no module of any package; the session writes the
 # byte-code of what it imports instead, once, for every process it starts, even where the machine sets
 # PYTHONDONTWRITEBYTECODE (CI does: without this, each process compiled torch's modules again)
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
