@@ -219,6 +219,14 @@ def alive(pid: int) -> bool:
         return False
 
 
+def gone_within(pid: int, seconds: float) -> bool:
+    """Whether `pid` has stopped running (`alive`) by `seconds` from now: for a test that waits for an end."""
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
 def free_port() -> int:
     """A local port nothing listens on (bound, then released): an address that refuses every connection."""
     with socket.socket() as s:

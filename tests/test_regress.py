@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli import ROOT, alive, run_cli
+from cli import ROOT, gone_within, run_cli
 
 from hipporag import regress
 from hipporag.recheck import regressions as rg
@@ -246,10 +246,7 @@ def test_a_stopped_regress_stops_its_run(tmp_path, sig, rc):
     parent.send_signal(getattr(signal, sig))
     _, err = parent.communicate(timeout=90)
     assert parent.returncode == rc, err
-    deadline = time.monotonic() + 15
-    while alive(child) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive(child), f"the run {child} outlived `hipporag regress` ({sig})"
+    assert gone_within(child, 15), f"the run {child} outlived `hipporag regress` ({sig})"
     log = (out / "held" / "run.log").read_text()
     assert "terminated (SIGTERM); the cache is kept and a rerun resumes" in log
     if sig != "SIGKILL":
