@@ -219,6 +219,19 @@ def alive(pid: int) -> bool:
         return False
 
 
+def children(pid: int) -> list[int]:
+    """The pids whose parent is `pid`, whichever of its threads started them (from each process's /proc stat)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def gone_within(pid: int, seconds: float) -> bool:
     """Whether `pid` has stopped running (`alive`) by `seconds` from now: for a test that waits for an end."""
     deadline = time.monotonic() + seconds

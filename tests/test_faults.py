@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli import DATA, ROOT, alive, popen_cli, run_cli
+from cli import DATA, ROOT, alive, children, popen_cli, run_cli
 
 pytestmark = pytest.mark.slow  # runs the command line or loads models: `pytest -m 'not slow'` skips it
 
@@ -537,13 +537,6 @@ def test_two_corpora_that_a_separator_join_confused_get_their_own_graphs(tmp_pat
 TWOWIKI = DATA / "2wikimultihopqa_30" / "2wikimultihopqa_corpus.json"
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
 @pytest.mark.skipif(not TWOWIKI.is_file(), reason=f"needs {TWOWIKI} (a corpus of 256+ passages: spaCy's pool)")
 def test_sigterm_during_openie_ends_the_workers_and_exits_143_in_one_line(tmp_path):
     cache = tmp_path / "cache"
@@ -560,10 +553,10 @@ def test_sigterm_during_openie_ends_the_workers_and_exits_143_in_one_line(tmp_pa
     proc = popen_cli(*cmd)
     _wait_for(tmp_path / "cut" / "run.log", "passages from cache")
     deadline = time.monotonic() + 120
-    while len(_children(proc.pid)) < 2:  # spaCy's two worker processes
+    while len(children(proc.pid)) < 2:  # spaCy's two worker processes
         assert time.monotonic() < deadline and proc.poll() is None, "spaCy's worker pool never started"
         time.sleep(0.1)
-    workers = _children(proc.pid)
+    workers = children(proc.pid)
     time.sleep(2)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)

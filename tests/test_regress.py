@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli import ROOT, gone_within, run_cli
+from cli import ROOT, children, gone_within, run_cli
 
 from hipporag import regress
 from hipporag.recheck import regressions as rg
@@ -198,19 +198,6 @@ def test_the_fast_regressions_pass_and_a_changed_number_fails(tmp_path, musique_
 
 
 # ---- issue 31 item 5: a regression's run never outlives the command
-def _children(pid: int) -> list[int]:
-    """The pids whose parent is `pid` (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:  # gone meanwhile
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 @pytest.mark.parametrize("sig, rc", [("SIGKILL", -9), ("SIGTERM", 143), ("SIGINT", 130)])
@@ -238,7 +225,7 @@ def test_a_stopped_regress_stops_its_run(tmp_path, sig, rc):
     )
     deadline, child = time.monotonic() + 120, None
     while child is None and time.monotonic() < deadline and parent.poll() is None:
-        runs = [p for p in _children(parent.pid) if b"run.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        runs = [p for p in children(parent.pid) if b"run.py" in Path(f"/proc/{p}/cmdline").read_bytes()]
         child = runs[0] if runs and (out / "held" / "run.log").exists() else None
         time.sleep(0.2)
     assert child is not None, parent.stderr.read() if parent.poll() is not None else "no run started"
