@@ -64,8 +64,9 @@ def test_the_protocol_scores_each_step_beside_its_cost_and_a_rebuilds(tmp_path, 
     for r in rows:
         total += int(r["inserted"]) - int(r["deleted"])
         assert int(r["passages"]) == total
-        # the first step also loads the models (spaCy, the embedder), which the rebuild after it finds loaded
-        assert float(r["step_s"]) > 0 and (r["step"] == "1" or float(r["rebuild_s"]) > float(r["step_s"]))
+        # wall time is only checked present: a step and its rebuild are both under a second here, and a
+        # noisy machine ordered them either way (tracker CI, stop 61); the cost comparison is the texts below
+        assert float(r["step_s"]) > 0 and float(r["rebuild_s"]) > 0
         embedded, rebuilt = int(r["step_texts_embedded"]), int(r["rebuild_texts_embedded"])
         assert rebuilt == embedded if r["step"] == "1" else rebuilt > embedded >= 0
         assert 0 <= float(r["hipporag2/recall@5"]) <= 1 and 0 <= float(r["dense/recall@5"]) <= 1
