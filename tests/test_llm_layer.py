@@ -190,16 +190,21 @@ def test_a_greedy_answer_does_not_depend_on_its_batch_mates():
 def test_a_gguf_checkpoint_is_converted_once_and_loads_as_the_same_tensors(tmp_path, monkeypatch, caplog):
     """llm.gguf_cache: the first load converts SmolLM2's GGUF file and keeps the folder; the next reads it, with
     the same tensors bit for bit and the same chat template; a folder with one byte changed is converted again,
-    never used."""
+    never used; a load that finds another process converting waits for it and reads its folder."""
+    import logging
+    import threading
+
     import torch
+    from filelock import FileLock
 
     from hipporag.llm import gguf_cache
     from hipporag.llm.transformers_chat import SMOLLM2_GGUF, smollm2_dir
 
     monkeypatch.setenv("HIPPORAG_MODEL_CACHE", str(tmp_path))
+    caplog.set_level(logging.INFO, logger=gguf_cache.__name__)
     load = lambda: gguf_cache.load(str(smollm2_dir()), SMOLLM2_GGUF, torch.float32)  # noqa: E731
     tok, converted = load()
-    [folder] = tmp_path.iterdir()
+    [folder] = [p for p in tmp_path.iterdir() if p.is_dir()]
     tok2, loaded = load()
     assert "converting" not in caplog.text
 
@@ -217,7 +222,22 @@ def test_a_gguf_checkpoint_is_converted_once_and_loads_as_the_same_tensors(tmp_p
     weights.write_bytes(bytes(data))
     _, healed = load()
     assert "converted checkpoint damaged or incomplete" in caplog.text
-    assert same(converted, healed) and gguf_cache._intact(folder) and list(tmp_path.iterdir()) == [folder]
+    assert same(converted, healed) and gguf_cache._intact(folder)
+    assert sorted(tmp_path.iterdir()) == [folder, tmp_path / f"{folder.name}.lock"]
+    # another process converting: its lock is held and the folder not yet written
+    folder.rename(tmp_path / "elsewhere")
+    caplog.clear()
+    lock = FileLock(str(folder) + ".lock")
+    lock.acquire()
+    waiting: dict = {}
+    waiter = threading.Thread(target=lambda: waiting.update(loaded=load()))
+    waiter.start()
+    waiter.join(1.0)
+    assert waiter.is_alive() and "loaded" not in waiting  # it waits on the lock (a conversion takes ~15 s)
+    (tmp_path / "elsewhere").rename(folder)  # the other process's conversion, published
+    lock.release()
+    waiter.join(60)
+    assert same(converted, waiting["loaded"][1]) and "Converted" not in caplog.text  # read, not converted again
 
 
 def test_transformers_backend_on_the_gguf_model():

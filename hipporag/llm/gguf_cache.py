@@ -6,7 +6,8 @@ a folder. The first load writes the dequantised weights (safetensors), the confi
 the tokenizer to a folder named by the GGUF file's sha256, the transformers version and the dtype, with the
 sha256 of each file it wrote; a later load checks every file against those digests and reads the folder. A
 folder that is damaged, half written or unreadable is converted again, never used; a cache that cannot be
-written costs only the time. The tensors, tokenizer and chat template are the GGUF load's, bit for bit
+written costs only the time. Processes that load the same file at once convert it once: the conversion runs
+under a lock beside the folder, and whoever waited for it reads the folder. The tensors, tokenizer and chat template are the GGUF load's, bit for bit
 (tests/test_llm_layer.py), so the LLM's identity and every cached answer stay what they were.
 
 Where: `$HIPPORAG_MODEL_CACHE`, else `$XDG_CACHE_HOME/hipporag/gguf`, else `~/.cache/hipporag/gguf`.
@@ -19,13 +20,17 @@ import logging
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock
 
 from hipporag.cache.keys import file_digest, stable_key
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "converted.json"  # {file name: sha256} of every file written; written last
+LOCK_WAIT_S = 3600.0  # a 70B GGUF file converts in minutes; past this, convert rather than wait on
 
 
 def cache_root() -> Path:
@@ -83,24 +88,63 @@ def load(source: str, gguf_file: str, dtype, **kwargs):
     """(tokenizer, model) of `source`'s GGUF file at `dtype`: from its converted folder when intact, else from
     the GGUF file (and the folder written for the next load). A GGUF file that is not on disk (a hub id) is
     left to transformers."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     gguf_path = Path(source) / gguf_file
-    folder = converted_folder(gguf_path, dtype) if gguf_path.is_file() else None
-    if folder is not None and _intact(folder):
-        try:
-            tok = AutoTokenizer.from_pretrained(folder)
-            return tok, AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
-        except (OSError, ValueError) as e:  # written by a transformers that reads it otherwise: convert again
-            log.warning("%s: converted checkpoint unreadable (%s); converting %s again", folder, e, gguf_file)
-    elif folder is not None and folder.exists():
-        log.warning("%s: converted checkpoint damaged or incomplete; converting %s again", folder, gguf_file)
-    tok = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file, dtype=dtype, **kwargs)
-    if folder is not None:
+    if not gguf_path.is_file():
+        return _from_gguf(source, gguf_file, dtype, kwargs)
+    folder = converted_folder(gguf_path, dtype)
+    loaded = _read(folder, gguf_file, dtype, warn=True)
+    if loaded is not None:
+        return loaded
+    with _conversion_lock(folder):
+        loaded = _read(folder, gguf_file, dtype, warn=False)  # converted by the process we waited for
+        if loaded is not None:
+            return loaded
+        tok, model = _from_gguf(source, gguf_file, dtype, kwargs)
         try:
             _write(folder, tok, model)
             log.info("Converted %s once, kept in %s (later loads read it)", gguf_file, folder)
         except OSError as e:
             log.warning("could not keep the converted %s in %s (%s): each load converts it again", gguf_file, folder, e)
     return tok, model
+
+
+def _read(folder: Path, gguf_file: str, dtype, warn: bool):
+    """(tokenizer, model) from the converted folder, or None when it is absent, damaged or unreadable."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if _intact(folder):
+        try:
+            tok = AutoTokenizer.from_pretrained(folder)
+            return tok, AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+        except (OSError, ValueError) as e:  # written by a transformers that reads it otherwise: convert again
+            if warn:
+                log.warning("%s: converted checkpoint unreadable (%s); converting %s again", folder, e, gguf_file)
+    elif warn and folder.exists():
+        log.warning("%s: converted checkpoint damaged or incomplete; converting %s again", folder, gguf_file)
+    return None
+
+
+def _from_gguf(source: str, gguf_file: str, dtype, kwargs: dict):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, **kwargs)
+    return tok, AutoModelForCausalLM.from_pretrained(source, gguf_file=gguf_file, dtype=dtype, **kwargs)
+
+
+@contextmanager
+def _conversion_lock(folder: Path):
+    """`<folder>.lock`, held while converting. Where it cannot be taken (a cache that cannot be written, or a
+    converter that holds it past LOCK_WAIT_S) the conversion runs unlocked: the time is lost, never the load."""
+    lock = FileLock(str(folder) + ".lock", timeout=LOCK_WAIT_S)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+        held = True
+    except OSError as e:  # filelock.Timeout is a TimeoutError
+        log.warning("%s: no conversion lock (%s); converting without it", folder, e)
+        held = False
+    try:
+        yield
+    finally:
+        if held:
+            lock.release()
