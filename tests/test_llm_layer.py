@@ -230,7 +230,7 @@ def test_a_gguf_checkpoint_is_converted_once_and_loads_as_the_same_tensors(tmp_p
     lock = FileLock(str(folder) + ".lock")
     lock.acquire()
     waiting: dict = {}
-    waiter = threading.Thread(target=lambda: waiting.update(loaded=load()))
+    waiter = threading.Thread(target=lambda: waiting.update(loaded=load()), daemon=True)
     waiter.start()
     waiter.join(1.0)
     assert waiter.is_alive() and "loaded" not in waiting  # it waits on the lock (a conversion takes ~15 s)

@@ -7,8 +7,9 @@ the tokenizer to a folder named by the GGUF file's sha256, the transformers vers
 sha256 of each file it wrote; a later load checks every file against those digests and reads the folder. A
 folder that is damaged, half written or unreadable is converted again, never used; a cache that cannot be
 written costs only the time. Processes that load the same file at once convert it once: the conversion runs
-under a lock beside the folder, and whoever waited for it reads the folder. The tensors, tokenizer and chat template are the GGUF load's, bit for bit
-(tests/test_llm_layer.py), so the LLM's identity and every cached answer stay what they were.
+under a lock beside the folder, and whoever waited for it reads the folder. The tensors, tokenizer and chat
+template are the GGUF load's, bit for bit (tests/test_llm_layer.py), so the LLM's identity and every cached
+answer stay what they were.
 
 Where: `$HIPPORAG_MODEL_CACHE`, else `$XDG_CACHE_HOME/hipporag/gguf`, else `~/.cache/hipporag/gguf`.
 """
