@@ -238,6 +238,7 @@ def test_a_gguf_checkpoint_is_converted_once_and_loads_as_the_same_tensors(tmp_p
     lock.release()
     waiter.join(60)
     assert same(converted, waiting["loaded"][1]) and "Converted" not in caplog.text  # read, not converted again
+    assert "is being converted by another process; waiting for it" in caplog.text
 
 
 def test_transformers_backend_on_the_gguf_model():

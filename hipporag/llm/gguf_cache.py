@@ -24,7 +24,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from hipporag.cache.keys import file_digest, stable_key
 
@@ -136,10 +136,14 @@ def _from_gguf(source: str, gguf_file: str, dtype, kwargs: dict):
 def _conversion_lock(folder: Path):
     """`<folder>.lock`, held while converting. Where it cannot be taken (a cache that cannot be written, or a
     converter that holds it past LOCK_WAIT_S) the conversion runs unlocked: the time is lost, never the load."""
-    lock = FileLock(str(folder) + ".lock", timeout=LOCK_WAIT_S)
+    lock = FileLock(str(folder) + ".lock")
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        lock.acquire()
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:  # as build_index does for an index: a wait of minutes is said, not silent
+            log.info("%s is being converted by another process; waiting for it", folder.name)
+            lock.acquire(timeout=LOCK_WAIT_S)
         held = True
     except OSError as e:  # filelock.Timeout is a TimeoutError
         log.warning("%s: no conversion lock (%s); converting without it", folder, e)
